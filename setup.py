@@ -1,0 +1,37 @@
+"""Declares the kcore extensions. A failed compile fails the build; only
+PYPROD_NO_EXTENSIONS=1 builds without them (the pure-Python twins)."""
+import os
+import sys
+from glob import glob
+
+from setuptools import Extension, setup
+
+
+def extensions():
+    if os.environ.get("PYPROD_NO_EXTENSIONS") == "1":
+        return []
+    from Cython.Build import cythonize
+
+    args = ["/O2"] if sys.platform == "win32" else ["-O3"]
+    mods = [
+        Extension(
+            "kcore." + os.path.splitext(os.path.basename(p))[0],
+            [p],
+            include_dirs=["src/kcore"],
+            extra_compile_args=args,
+        )
+        for p in sorted(glob("src/kcore/*.pyx"))
+    ]
+    return cythonize(
+        mods,
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "embedsignature": True,
+        },
+    )
+
+
+setup(ext_modules=extensions())

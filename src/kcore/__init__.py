@@ -1,0 +1,29 @@
+"""kcore: pyprod's compiled hot path.
+
+Each kernel is a Cython module (``kcore/<name>.pyx``) whose ``.pxd`` exposes ``nogil`` entry points
+to other kcore modules, and a pure-Python twin (``kcore/pure/<name>.py``) with the same public API.
+The compiled modules are used unless ``PYPROD_NO_EXTENSIONS=1``; a missing extension is an
+ImportError, never a silent fallback.
+"""
+import os
+from importlib import import_module
+from types import SimpleNamespace
+
+KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel")
+EXTENSIONS = os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
+
+
+def kernels(pure=not EXTENSIONS):
+    """Every public name of one implementation (compiled or pure) as a namespace."""
+    prefix = "kcore.pure." if pure else "kcore."
+    names = {}
+    for kernel in KERNELS:
+        mod = import_module(prefix + kernel)
+        names.update((n, getattr(mod, n)) for n in mod.__all__)
+    return SimpleNamespace(pure=pure, **names)
+
+
+_active = vars(kernels())
+__all__ = sorted(n for n in _active if n != "pure")
+globals().update((n, _active[n]) for n in __all__)
+del _active

@@ -1,0 +1,1 @@
+"""Pure-Python twins of the kcore kernels: same API, same bytes."""
