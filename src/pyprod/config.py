@@ -1,0 +1,222 @@
+"""Producer configuration: kafka-python's keys, defaults and validation.
+
+Keys are kafka-python 3.x's, plus the 2.x keys it dropped (``buffer_memory`` is live here: it sizes
+the BufferPool). Java-style dotted names (``linger.ms``) map to these by ``from_java_names``.
+"""
+import itertools
+import socket
+
+from pyprod.errors import KafkaConfigurationError
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+DEFAULTS = {
+    "bootstrap_servers": "localhost",
+    "client_id": None,
+    "key_serializer": None,
+    "value_serializer": None,
+    "enable_idempotence": True,
+    "transactional_id": None,
+    "transaction_timeout_ms": 60000,
+    "delivery_timeout_ms": 120000,
+    "acks": -1,
+    "compression_type": None,
+    "retries": float("inf"),
+    "batch_size": 16384,
+    "linger_ms": 0,
+    "partitioner": None,
+    "buffer_memory": 32 * 1024 * 1024,
+    "connections_max_idle_ms": 9 * 60 * 1000,
+    "max_block_ms": 60000,
+    "max_request_size": 1048576,
+    "allow_auto_create_topics": True,
+    "metadata_max_age_ms": 300000,
+    "client_dns_lookup": "use_all_dns_ips",
+    "retry_backoff_ms": 100,
+    "request_timeout_ms": 30000,
+    "receive_message_max_bytes": 100_000_000,
+    "receive_buffer_bytes": None,
+    "send_buffer_bytes": None,
+    "socket_options": [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+    "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 30000,
+    "max_in_flight_requests_per_connection": 5,
+    "security_protocol": "PLAINTEXT",
+    "ssl_context": None,
+    "ssl_check_hostname": True,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_crlfile": None,
+    "ssl_password": None,
+    "ssl_ciphers": None,
+    "api_version": None,
+    "bootstrap_timeout_ms": 30000,
+    "metric_reporters": [],
+    "metrics_enabled": True,
+    "metrics_num_samples": 2,
+    "metrics_sample_window_ms": 30000,
+    "selector": None,
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
+    "sasl_kerberos_name": None,
+    "sasl_kerberos_service_name": "kafka",
+    "sasl_kerberos_domain_name": None,
+    "sasl_oauth_token_provider": None,
+    "proxy_url": None,
+    "socks5_proxy": None,
+    "kafka_client": None,
+}
+
+# Accepted for kafka-python 2.x programs; they change nothing here.
+LEGACY = {
+    "api_version_auto_timeout_ms": 2000,
+    "sock_chunk_bytes": 4096,
+    "sock_chunk_buffer_count": 1000,
+    "bootstrap_topics_filter": set(),
+}
+
+_NON_NEGATIVE = (
+    "batch_size", "linger_ms", "max_block_ms", "retry_backoff_ms", "reconnect_backoff_ms",
+    "reconnect_backoff_max_ms", "metadata_max_age_ms", "connections_max_idle_ms",
+    "transaction_timeout_ms", "bootstrap_timeout_ms", "retries",
+)
+_POSITIVE = (
+    "buffer_memory", "max_request_size", "request_timeout_ms", "delivery_timeout_ms",
+    "max_in_flight_requests_per_connection", "receive_message_max_bytes",
+)
+_client_ids = itertools.count(1)
+
+
+def from_java_names(props):
+    """Map Java-style keys (``linger.ms``) to pyprod's (``linger_ms``); unknown keys raise."""
+    out = {}
+    for name, value in props.items():
+        key = name.replace(".", "_").replace("-", "_")
+        if key not in DEFAULTS and key not in LEGACY:
+            raise KafkaConfigurationError("Unrecognized producer config: %r" % (name,))
+        out[key] = value
+    return out
+
+
+def parse_bootstrap(servers):
+    """'h1:9092,h2' or ['h1:9092', ...] -> [(host, port)]; IPv6 as [::1]:9092."""
+    if isinstance(servers, str):
+        servers = servers.split(",")
+    if not isinstance(servers, (list, tuple)) or not servers:
+        raise KafkaConfigurationError("bootstrap_servers must be a str or a list of 'host:port'")
+    out = []
+    for entry in servers:
+        if not isinstance(entry, str) or not entry.strip():
+            raise KafkaConfigurationError("Bad bootstrap server: %r" % (entry,))
+        entry = entry.strip()
+        host, port = entry, 9092
+        if entry.startswith("["):
+            host, _, rest = entry[1:].partition("]")
+            if rest.startswith(":"):
+                port = rest[1:]
+        elif entry.count(":") == 1:
+            host, port = entry.split(":")
+        try:
+            port = int(port)
+        except ValueError:
+            raise KafkaConfigurationError("Bad port in bootstrap server %r" % (entry,)) from None
+        if not host or not 0 < port < 65536:
+            raise KafkaConfigurationError("Bad bootstrap server: %r" % (entry,))
+        out.append((host, port))
+    return out
+
+
+def build(**configs):
+    """Defaults + user configs, validated and normalized, as kafka-python does."""
+    unknown = set(configs) - set(DEFAULTS) - set(LEGACY)
+    if unknown:
+        raise KafkaConfigurationError("Unrecognized configs: %s" % (sorted(unknown),))
+    config = dict(DEFAULTS)
+    config.update((k, v) for k, v in configs.items() if k in DEFAULTS)
+    user = set(configs)
+
+    if config["client_id"] is None:
+        config["client_id"] = "pyprod-producer-%d" % next(_client_ids)
+    config["bootstrap"] = parse_bootstrap(config["bootstrap_servers"])
+    _check_numbers(config)
+    config["acks"] = _acks(config["acks"])
+    config["compression_type"] = _codec(config["compression_type"])
+    _check_security(config)
+    _check_idempotence(config, user)
+    _check_delivery_timeout(config, user)
+    if isinstance(config["api_version"], str):
+        v = config["api_version"]
+        config["api_version"] = None if v == "auto" else tuple(int(p) for p in v.split("."))
+    return config
+
+
+def _check_numbers(config):
+    for key in _NON_NEGATIVE + _POSITIVE:
+        value = config[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise KafkaConfigurationError("%s must be a number, got %r" % (key, value))
+        if value < 0 or (value == 0 and key in _POSITIVE):
+            raise KafkaConfigurationError("%s must be %s, got %r" % (
+                key, "> 0" if key in _POSITIVE else ">= 0", value))
+    if config["buffer_memory"] < config["batch_size"]:
+        raise KafkaConfigurationError("buffer_memory must be >= batch_size")
+
+
+def _acks(acks):
+    normal = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
+    if isinstance(acks, bool) or acks not in normal:
+        raise KafkaConfigurationError("acks must be 0, 1, 'all' or -1, got %r" % (acks,))
+    return normal[acks]
+
+
+def _codec(codec):
+    if codec in (None, "none"):
+        return None
+    if codec not in CODECS:
+        raise KafkaConfigurationError("Not supported codec: %r (use one of %s)" % (codec, CODECS))
+    return codec
+
+
+def _check_security(config):
+    proto = config["security_protocol"]
+    if proto not in SECURITY_PROTOCOLS:
+        raise KafkaConfigurationError("security_protocol must be one of %s" % (SECURITY_PROTOCOLS,))
+    if proto != "PLAINTEXT":
+        raise KafkaConfigurationError(
+            "security_protocol=%s is not supported yet: pyprod speaks PLAINTEXT only" % proto)
+    if config["transactional_id"] is not None:
+        raise KafkaConfigurationError("transactional_id: transactions are not supported yet")
+
+
+def _check_idempotence(config, user):
+    """kafka-python's rule: conflicts fail if the user asked for idempotence, else disable it."""
+    if not config["enable_idempotence"]:
+        return
+    conflicts = []
+    if "acks" in user and config["acks"] != -1:
+        conflicts.append(("acks", config["acks"]))
+    if "retries" in user and config["retries"] == 0:
+        conflicts.append(("retries", 0))
+    if "max_in_flight_requests_per_connection" in user and \
+            config["max_in_flight_requests_per_connection"] > 5:
+        conflicts.append(("max_in_flight_requests_per_connection",
+                          config["max_in_flight_requests_per_connection"]))
+    if not conflicts:
+        return
+    if "enable_idempotence" in user:
+        raise KafkaConfigurationError("enable_idempotence=True is incompatible with %s" % (
+            ", ".join("%s=%r" % kv for kv in conflicts)))
+    config["enable_idempotence"] = False
+
+
+def _check_delivery_timeout(config, user):
+    """Java: delivery.timeout.ms >= linger.ms + request.timeout.ms (raise only if user-set)."""
+    floor = config["linger_ms"] + config["request_timeout_ms"]
+    if config["delivery_timeout_ms"] < floor:
+        if "delivery_timeout_ms" in user:
+            raise KafkaConfigurationError(
+                "delivery_timeout_ms must be >= linger_ms + request_timeout_ms (%d)" % floor)
+        config["delivery_timeout_ms"] = floor
