@@ -1,5 +1,6 @@
 """Zigzag (signed) and plain unsigned base-128 varints, as in Kafka's ByteUtils."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.number cimport PyNumber_Index
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint64_t, uint8_t
 
@@ -87,37 +88,42 @@ cdef object _read(object buf, Py_ssize_t pos, uint64_t* out):
     return pos + used
 
 
-def encode_varint(int64_t value):
+cdef inline object _int(object value):
+    # C integer conversion would truncate floats; accept only ints and __index__ objects
+    return value if type(value) is int else PyNumber_Index(value)
+
+
+def encode_varint(value):
     """Zigzag varint bytes of a signed 64-bit value."""
     cdef uint8_t buf[10]
-    return PyBytes_FromStringAndSize(<char*>buf, write_varint(buf, value))
+    return PyBytes_FromStringAndSize(<char*>buf, write_varint(buf, _int(value)))
 
 
-def size_of_varint(int64_t value):
+def size_of_varint(value):
     """Length of encode_varint(value)."""
-    return varint_size(value)
+    return varint_size(_int(value))
 
 
-def decode_varint(buf, Py_ssize_t pos=0):
+def decode_varint(buf, pos=0):
     """(value, new_pos) of the zigzag varint at buf[pos] (any bytes-like)."""
     cdef uint64_t u = 0
-    end = _read(buf, pos, &u)
+    end = _read(buf, _int(pos), &u)
     return <int64_t>((u >> 1) ^ (0 - (u & 1))), end
 
 
-def encode_unsigned_varint(uint64_t value):
+def encode_unsigned_varint(value):
     """Unsigned (non-zigzag) varint bytes of a value in [0, 2**64)."""
     cdef uint8_t buf[10]
-    return PyBytes_FromStringAndSize(<char*>buf, write_uvarint(buf, value))
+    return PyBytes_FromStringAndSize(<char*>buf, write_uvarint(buf, _int(value)))
 
 
-def size_of_unsigned_varint(uint64_t value):
+def size_of_unsigned_varint(value):
     """Length of encode_unsigned_varint(value)."""
-    return uvarint_size(value)
+    return uvarint_size(_int(value))
 
 
-def decode_unsigned_varint(buf, Py_ssize_t pos=0):
+def decode_unsigned_varint(buf, pos=0):
     """(value, new_pos) of the unsigned varint at buf[pos] (any bytes-like)."""
     cdef uint64_t u = 0
-    end = _read(buf, pos, &u)
+    end = _read(buf, _int(pos), &u)
     return u, end

@@ -1,5 +1,6 @@
 """Pure-Python twin of kcore.varint: zigzag and unsigned base-128 varints."""
 from operator import index
+from sys import maxsize
 
 from pyprod.errors import CorruptRecordError
 
@@ -43,6 +44,8 @@ def _read(buf, pos):
     pos = index(pos)
     if pos < 0:
         raise ValueError("pos must be >= 0, got %d" % pos)
+    if pos > maxsize:
+        raise OverflowError("pos too large: %d" % pos)
     if not isinstance(buf, (bytes, bytearray)):
         buf = memoryview(buf)
         if not buf.c_contiguous:
