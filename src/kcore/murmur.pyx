@@ -1,6 +1,7 @@
 """Java's Utils.murmur2 (signed 32-bit) and the default partitioner's key -> partition rule."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int32_t, uint32_t, uint8_t
 
 __all__ = ["murmur2", "partition_for_key"]
@@ -57,8 +58,9 @@ def murmur2(data):
     return _hash(data)
 
 
-def partition_for_key(key, int32_t num_partitions):
+def partition_for_key(key, num_partitions):
     """(murmur2(key) & 0x7fffffff) % num_partitions, as Kafka's default partitioner."""
-    if num_partitions <= 0:
+    cdef int32_t n = num_partitions if type(num_partitions) is int else PyNumber_Index(num_partitions)
+    if n <= 0:
         raise ValueError("num_partitions must be > 0, got %d" % num_partitions)
-    return (_hash(key) & 0x7fffffff) % num_partitions
+    return (_hash(key) & 0x7fffffff) % n
