@@ -1,5 +1,6 @@
 """CRC32C (Castagnoli) over any bytes-like object; hardware CRC instructions when available."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport uint32_t, uint8_t
 
 cdef extern from "crc32c_impl.h" nogil:
@@ -20,19 +21,20 @@ cdef uint32_t crc32c_update(uint32_t crc, const uint8_t* data, size_t n) noexcep
     return kcore_crc32c(crc, data, n)
 
 
-def crc32c(data, uint32_t crc=0):
+def crc32c(data, crc=0):
     """CRC32C of data (bytes-like), continuing from a previous result crc (0 to start)."""
     cdef Py_buffer view
+    cdef uint32_t c = crc if type(crc) is int else PyNumber_Index(crc)  # no float truncation
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         if view.len >= NOGIL_MIN:
             with nogil:
-                crc = kcore_crc32c(crc, <const uint8_t*>view.buf, <size_t>view.len)
+                c = kcore_crc32c(c, <const uint8_t*>view.buf, <size_t>view.len)
         else:
-            crc = kcore_crc32c(crc, <const uint8_t*>view.buf, <size_t>view.len)
+            c = kcore_crc32c(c, <const uint8_t*>view.buf, <size_t>view.len)
     finally:
         PyBuffer_Release(&view)
-    return crc
+    return c
 
 
 def crc32c_backend():

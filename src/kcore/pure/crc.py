@@ -28,10 +28,10 @@ def _as_bytes(data):
 
 def crc32c(data, crc=0):
     """CRC32C of data (bytes-like), continuing from a previous result crc (0 to start)."""
-    data = _as_bytes(data)
     crc = index(crc)
     if not 0 <= crc <= 0xFFFFFFFF:
         raise OverflowError("crc out of uint32 range: %d" % crc)
+    data = _as_bytes(data)
     table = _TABLE
     s = crc ^ 0xFFFFFFFF
     for b in data:
