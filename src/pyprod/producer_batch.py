@@ -1,0 +1,91 @@
+"""ProducerBatch: the records bound for one partition, their builder and their shared result."""
+import struct
+
+import kcore
+from pyprod.future import FutureRecordMetadata, ProduceRequestResult
+
+# Java's AbstractRecords.estimateSizeInBytesUpperBound: header + worst-case varints per record.
+BATCH_HEADER = 61
+RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
+
+
+_PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43
+_CRC = struct.Struct(">I")  # at offset 17, over bytes 21..end
+
+
+def restamp(payload, producer_id, producer_epoch, base_sequence):
+    """A built batch with new producer state (and so a new CRC)."""
+    out = bytearray(payload)
+    _PRODUCER_STATE.pack_into(out, 43, producer_id, producer_epoch, base_sequence)
+    _CRC.pack_into(out, 17, kcore.crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+def record_size_upper_bound(key, value, headers):
+    size = RECORD_OVERHEAD + (len(key) if key is not None else 0)
+    size += len(value) if value is not None else 0
+    for hkey, hvalue in headers or ():
+        size += 10 + len(hkey.encode("utf-8")) + (len(hvalue) if hvalue is not None else 0)
+    return size
+
+
+class ProducerBatch:
+    __slots__ = ("topic_partition", "builder", "result", "created_ms", "last_attempt_ms",
+                 "attempts", "record_count", "memory", "payload", "base_sequence", "closed",
+                 "sequence_epoch", "drained_ms")
+
+    def __init__(self, topic_partition, batch_size, compression, memory, now_ms):
+        self.topic_partition = topic_partition
+        self.builder = kcore.RecordBatchBuilder(batch_size, compression or "none")
+        self.result = ProduceRequestResult(topic_partition)
+        self.created_ms = self.last_attempt_ms = now_ms
+        self.attempts = 0
+        self.record_count = 0
+        self.memory = memory  # the BufferPool allocation this batch accounts for
+        self.payload = None  # the built bytes, fixed once the batch is first drained
+        self.base_sequence = -1
+        self.sequence_epoch = None  # (producer id, epoch) the sequence was given under
+        self.closed = False
+        self.drained_ms = None
+
+    def try_append(self, timestamp_ms, key, value, headers, header_size):
+        """A future for the record, or None if it does not fit (the first record always fits)."""
+        if self.closed or not self.builder.append(timestamp_ms, key, value, headers or ()):
+            return None
+        future = FutureRecordMetadata(
+            self.result, self.record_count, timestamp_ms,
+            len(key) if key is not None else -1, len(value) if value is not None else -1,
+            header_size)
+        self.record_count += 1
+        return future
+
+    def estimated_size(self):
+        return len(self.payload) if self.payload is not None else self.builder.estimated_size()
+
+    def close(self):
+        """No more appends (the Sender drained it, or the next record did not fit)."""
+        self.closed = True
+
+    def build(self, producer_id=-1, producer_epoch=-1, base_sequence=-1):
+        """The bytes to send. Built once: a retry resends the same records, restamped only if
+        the producer id changed in between."""
+        self.closed = True
+        if self.payload is None:
+            self.payload = self.builder.build()
+            self.builder = None
+        if producer_id >= 0:
+            self.payload = restamp(self.payload, producer_id, producer_epoch, base_sequence)
+            self.base_sequence = base_sequence
+            self.sequence_epoch = (producer_id, producer_epoch)
+        return self.payload
+
+    @property
+    def has_sequence(self):
+        return self.base_sequence >= 0
+
+    def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
+        self.result.done(base_offset, log_append_time, error, record_errors)
+
+    def __repr__(self):
+        return "ProducerBatch(%s, records=%d, attempts=%d)" % (
+            self.topic_partition, self.record_count, self.attempts)

@@ -1,0 +1,252 @@
+"""Sender: the I/O thread (seed 000). Each loop: metadata as needed, ready(), drain(), expire,
+send ProduceRequests (pipelined up to max_in_flight per connection), complete or retry batches,
+then poll for at most min(linger left, node backoff, next expiry)."""
+import collections
+import logging
+import threading
+import time
+
+from pyprod import errors
+from pyprod.protocol import init_producer_id, produce
+
+log = logging.getLogger(__name__)
+
+
+def now_ms():
+    return int(time.monotonic() * 1000)
+
+
+class Sender(threading.Thread):
+    def __init__(self, client, metadata, accumulator, config, transaction_manager=None,
+                 metrics=None):
+        super().__init__(name="pyprod-sender-" + config["client_id"], daemon=True)
+        self.client = client
+        self.metadata = metadata
+        self.accumulator = accumulator
+        self.tm = transaction_manager
+        self.metrics = metrics if metrics is not None else collections.Counter()
+        self.acks = config["acks"]
+        self.retries = config["retries"]
+        self.request_timeout_ms = config["request_timeout_ms"]
+        self.max_request_size = config["max_request_size"]
+        self.retry_backoff_ms = config["retry_backoff_ms"]
+        self.delivery_timeout_ms = config["delivery_timeout_ms"]
+        self.transaction_timeout_ms = config["transaction_timeout_ms"]
+        # Without idempotence, max_in_flight=1 keeps order by muting a partition while it sends.
+        self.guarantee_order = transaction_manager is None and \
+            config["max_in_flight_requests_per_connection"] == 1
+        self._running = True
+        self._force_close = False
+        self._init_pid_in_flight = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def run(self):
+        while self._running:
+            self._run_once_safely()
+        # Closing: send what is left unless forced, then give up on the rest.
+        while not self._force_close and (self.accumulator.has_undrained() or
+                                         self.client.in_flight_request_count() > 0):
+            self._run_once_safely()
+        if self.accumulator.has_incomplete():
+            self.accumulator.abort_incomplete(errors.KafkaError("Producer is closed forcefully."))
+        self.client.close()
+
+    def _run_once_safely(self):
+        try:
+            self.run_once()
+        except Exception:  # never let the I/O thread die silently
+            log.exception("Uncaught error in the pyprod sender thread")
+            time.sleep(0.01)
+
+    def initiate_close(self):
+        self.accumulator.close()
+        self._running = False
+        self.wakeup()
+
+    def force_close(self):
+        self._force_close = True
+        self.initiate_close()
+
+    def wakeup(self):
+        self.client.wakeup()
+
+    # -- one loop ---------------------------------------------------------------------------
+    def run_once(self):
+        now = now_ms()
+        if self.tm is not None and self.tm.needs_producer_id():
+            self._maybe_init_producer_id(now)
+            if not self.tm.has_producer_id():
+                self.client.poll(self.retry_backoff_ms if self._init_pid_in_flight is False
+                                 else self.request_timeout_ms)
+                return
+        timeout = self._send_producer_data(now)
+        self.client.poll(timeout)
+
+    def _send_producer_data(self, now):
+        cluster = self.metadata.cluster
+        result = self.accumulator.ready(cluster, now)
+        if result.unknown_leader_topics:
+            for topic in result.unknown_leader_topics:
+                self.metadata.add_topic(topic)
+            self.metadata.request_update()
+        ready = set()
+        not_ready_timeout = float("inf")
+        for node in result.ready_nodes:
+            if self.client.ready(node, now):
+                ready.add(node)
+            else:
+                not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
+        batches = self.accumulator.drain(cluster, ready, self.max_request_size, now)
+        if self.guarantee_order:
+            for node_batches in batches.values():
+                for batch in node_batches:
+                    self.accumulator.muted.add(batch.topic_partition)
+        for batch in self.accumulator.expired_batches(now):
+            self._fail(batch, errors.KafkaTimeoutError(
+                "Expiring %d record(s) for %s:%d ms has passed since batch creation" % (
+                    batch.record_count, batch.topic_partition, now - batch.created_ms)), now)
+        timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
+                      self.accumulator.next_expiry_delay(now))
+        if any(batches.values()):
+            timeout = 0  # more may be sendable right away
+        for node, node_batches in batches.items():
+            if node_batches:
+                self._send_produce_request(node, node_batches, now)
+        return max(0, min(timeout, self.delivery_timeout_ms))
+
+    # -- produce ----------------------------------------------------------------------------
+    def _send_produce_request(self, node, batches, now):
+        version = self.client.api_version(node, produce.API_KEY)
+        by_topic = collections.defaultdict(list)
+        for batch in batches:
+            tp = batch.topic_partition
+            by_topic[tp.topic].append((tp.partition, batch.payload))
+        body = produce.encode_request(version, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                                      topic_data=list(by_topic.items()))
+        in_request = {batch.topic_partition: batch for batch in batches}
+        self.metrics["request-total"] += 1
+        self.metrics["batch-total"] += len(batches)
+        if self.acks == 0:
+            callback = lambda response: self._complete_acks0(in_request, response)  # noqa: E731
+        else:
+            callback = lambda response: self._handle_produce(in_request, version, response)  # noqa: E731
+        self.client.send(node, produce.API_KEY, version, body, expects_response=self.acks != 0,
+                         callback=callback, timeout_ms=self.request_timeout_ms)
+
+    def _complete_acks0(self, in_request, response):
+        now = now_ms()
+        for batch in in_request.values():
+            if response.error is not None:
+                self._retry_or_fail(batch, response.error, now)
+            else:
+                self._succeed(batch, -1, -1)
+
+    def _handle_produce(self, in_request, version, response):
+        now = now_ms()
+        if response.error is not None:
+            for batch in in_request.values():
+                self._retry_or_fail(batch, response.error, now)
+            return
+        try:
+            decoded = produce.decode_response(version, response.body)
+        except errors.KafkaError as e:
+            for batch in in_request.values():
+                self._retry_or_fail(batch, e, now)
+            return
+        for topic in decoded.topics:
+            for part in topic.partitions:
+                batch = in_request.pop((topic.name, part.index), None)
+                if batch is not None:
+                    self._handle_partition(batch, part, now)
+        for batch in in_request.values():  # the broker left a partition out
+            self._retry_or_fail(batch, errors.UnknownServerError(
+                "No response for %s in ProduceResponse" % (batch.topic_partition,)), now)
+
+    def _handle_partition(self, batch, part, now):
+        code = part.error_code
+        if code == 0:
+            self._succeed(batch, part.base_offset, part.log_append_time_ms)
+            return
+        error_class = errors.for_code(code)
+        if error_class is errors.DuplicateSequenceNumberError:
+            self._succeed(batch, -1, -1)  # already written by an earlier attempt
+            return
+        error = error_class(part.error_message or "")
+        if part.record_errors:
+            record_errors = {i: errors.InvalidRecordError(msg or "") for i, msg in part.record_errors}
+            self._fail(batch, error, now, record_errors)
+            return
+        if error_class is errors.OutOfOrderSequenceNumberError and self.tm is not None \
+                and not self.tm.is_first_in_flight(batch):
+            # An earlier batch of this partition failed first: this one is only out of turn.
+            self._retry_or_fail(batch, error, now, force_retriable=True)
+            return
+        if error_class is errors.UnknownProducerIdError and self.tm is not None:
+            self.tm.request_reset()
+            self._retry_or_fail(batch, error, now, force_retriable=True)
+            return
+        self._retry_or_fail(batch, error, now)
+
+    def _retry_or_fail(self, batch, error, now, force_retriable=False):
+        if getattr(error, "invalid_metadata", False):
+            self.metadata.request_update()
+        retriable = force_retriable or getattr(error, "retriable", False)
+        if retriable and batch.attempts < self.retries and \
+                now - batch.created_ms < self.delivery_timeout_ms:
+            self.metrics["record-retry-total"] += batch.record_count
+            self._unmute(batch)
+            if self.tm is not None:
+                self.tm.remove(batch)
+            self.accumulator.reenqueue(batch, now)
+            return
+        self._fail(batch, error, now)
+
+    def _succeed(self, batch, base_offset, log_append_time):
+        self._unmute(batch)
+        if self.tm is not None:
+            self.tm.remove(batch)
+        self.metrics["record-send-total"] += batch.record_count
+        self.accumulator.complete(batch, base_offset, log_append_time)
+
+    def _fail(self, batch, error, now, record_errors=None):
+        self._unmute(batch)
+        if self.tm is not None:
+            self.tm.remove(batch)
+            if batch.has_sequence:
+                self.tm.request_reset()  # its sequence would leave a gap
+        self.metrics["record-error-total"] += batch.record_count
+        self.accumulator.complete(batch, error=error, record_errors=record_errors)
+
+    def _unmute(self, batch):
+        if self.guarantee_order:
+            self.accumulator.muted.discard(batch.topic_partition)
+
+    # -- idempotence ------------------------------------------------------------------------
+    def _maybe_init_producer_id(self, now):
+        if self._init_pid_in_flight:
+            return
+        node = self.client.least_loaded_node(now)
+        if node is None or not self.client.ready(node, now):
+            return
+        version = self.client.api_version(node, init_producer_id.API_KEY)
+        body = init_producer_id.encode_request(
+            version, transactional_id=None, transaction_timeout_ms=self.transaction_timeout_ms)
+        self._init_pid_in_flight = True
+        self.client.send(node, init_producer_id.API_KEY, version, body,
+                         callback=lambda r: self._handle_init_producer_id(version, r),
+                         timeout_ms=self.request_timeout_ms)
+
+    def _handle_init_producer_id(self, version, response):
+        self._init_pid_in_flight = False
+        if response.error is not None:
+            return  # retried on the next loop
+        decoded = init_producer_id.decode_response(version, response.body)
+        if decoded.error_code != 0:
+            error = errors.for_code(decoded.error_code)
+            if getattr(error, "invalid_metadata", False) or error.retriable:
+                self.metadata.request_update()
+                return
+            self.tm.fatal_error = error()
+            self.accumulator.abort_incomplete(self.tm.fatal_error)
+            return
+        self.tm.set_producer_id(decoded.producer_id, decoded.producer_epoch)
