@@ -1,0 +1,604 @@
+"""A real Apache Kafka (KRaft) cluster on 127.0.0.1 for tests and benchmarks.
+
+The broker jars come from Maven Central through ``pom.xml`` beside this file and are cached
+outside the source tree (``$PYPROD_KAFKA_CACHE`` or ``~/.cache/pyprod/kafka-<version>``).
+Every node runs in combined mode (``process.roles=broker,controller``); node ``i`` has
+``node.id=i`` so :meth:`KafkaCluster.leader_of` answers an index usable with
+:meth:`stop_node` / :meth:`kill_node` / :meth:`start_node`.
+
+CLI: ``python -m pyprod.testing.kafka_cluster [--nodes N]`` prints the bootstrap servers and
+runs until Ctrl-C / SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import importlib.resources
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+
+__all__ = [
+    "DEFAULT_KAFKA_VERSION",
+    "KafkaCluster",
+    "KafkaLibsUnavailable",
+    "ensure_kafka_libs",
+    "java_executable",
+    "free_ports",
+    "spawn",
+    "terminate",
+]
+
+DEFAULT_KAFKA_VERSION = "4.3.1"
+STAMP = "pyprod-libs.stamp"
+
+log = logging.getLogger("pyprod.testing")
+
+
+class KafkaLibsUnavailable(RuntimeError):
+    """Java, Maven or Maven Central is missing, so no real broker can run here."""
+
+
+# ---------------------------------------------------------------------------------------------
+# process helpers shared by the other harness modules
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1 (all held open while choosing)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def spawn(argv, *, log_path=None, env=None, cwd=None, stdin=subprocess.DEVNULL,
+          stdout=None) -> subprocess.Popen:
+    """Start ``argv`` in its own session; it gets SIGKILL if this process dies.
+
+    PR_SET_PDEATHSIG follows the *thread* that forked, so call this from a long-lived
+    thread (normally the main one). Output (stderr always, stdout unless ``stdout`` is
+    given, e.g. ``subprocess.PIPE``) is appended to ``log_path`` (default: discarded).
+    """
+    with open(log_path or os.devnull, "ab") as fh:
+        return subprocess.Popen(
+            argv, stdin=stdin, stdout=fh if stdout is None else stdout, stderr=fh,
+            env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent,
+        )
+
+
+def terminate(proc: subprocess.Popen | None, timeout: float = 15.0, *, kill: bool = False) -> None:
+    """SIGTERM (or SIGKILL if ``kill``) the process group; SIGKILL after ``timeout``."""
+    if proc is None or proc.poll() is not None:
+        if proc is not None:
+            proc.wait()
+        return
+    sig = signal.SIGKILL if kill else signal.SIGTERM
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# jars
+
+def java_executable() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    if not found:
+        raise KafkaLibsUnavailable("no `java` on PATH (Java 17+ is needed for Kafka 4.x)")
+    return found
+
+
+def _cache_dir(version: str) -> str:
+    return os.path.expanduser(os.environ.get("PYPROD_KAFKA_CACHE")
+                              or f"~/.cache/pyprod/kafka-{version}")
+
+
+def ensure_kafka_libs(version: str | None = None) -> str:
+    """Resolve the Kafka jars once with Maven; return the ``libs`` folder (cached)."""
+    version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+    pom = importlib.resources.files(__package__).joinpath("pom.xml")
+    pom_bytes = pom.read_bytes()
+    stamp_text = f"{version} {hashlib.sha256(pom_bytes).hexdigest()}\n"
+    cache = _cache_dir(version)
+    libs = os.path.join(cache, "libs")
+    stamp = os.path.join(cache, STAMP)
+
+    def fresh() -> bool:
+        try:
+            with open(stamp) as f:
+                return f.read() == stamp_text and os.path.isdir(libs)
+        except OSError:
+            return False
+
+    if fresh():
+        return libs
+    os.makedirs(cache, exist_ok=True)
+    with open(os.path.join(cache, ".lock"), "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)  # concurrent test workers resolve once
+        if fresh():
+            return libs
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise KafkaLibsUnavailable("no `mvn` on PATH: cannot resolve the Kafka jars")
+        tmp = libs + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        with importlib.resources.as_file(pom) as pom_path:
+            cmd = [mvn, "-q", "-B", "-f", str(pom_path), f"-Dkafka.version={version}",
+                   "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
+            t0 = time.monotonic()
+            res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if res.returncode != 0 or not os.path.isdir(tmp):
+            raise KafkaLibsUnavailable(
+                f"Maven could not resolve Kafka {version} (exit {res.returncode}):\n"
+                + (res.stdout + res.stderr)[-3000:])
+        shutil.rmtree(libs, ignore_errors=True)
+        with contextlib.suppress(OSError):  # a class archive of the old jars is useless
+            os.unlink(os.path.join(cache, "kafka-server.jsa"))
+        os.replace(tmp, libs)
+        with open(stamp, "w") as f:
+            f.write(stamp_text)
+        log.info("resolved Kafka %s jars into %s in %.1fs", version, libs, time.monotonic() - t0)
+    return libs
+
+
+# ---------------------------------------------------------------------------------------------
+# cluster
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+_live: "weakref.WeakSet[KafkaCluster]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for c in list(_live):
+        with contextlib.suppress(Exception):
+            c.stop(timeout=5)
+
+
+def _random_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _quiet_logger():
+    lg = logging.getLogger("pyprod.testing.rdkafka")
+    lg.propagate = False
+    lg.addHandler(logging.NullHandler())
+    return lg
+
+
+class KafkaCluster:
+    """``nodes`` Kafka 4.x processes in KRaft combined mode on free 127.0.0.1 ports."""
+
+    def __init__(self, nodes: int = 1, log_dir: str | None = None,
+                 broker_props: dict | None = None, *, version: str | None = None,
+                 heap: str | None = None, jvm_opts: list[str] | None = None):
+        if not isinstance(nodes, int) or not 1 <= nodes <= 9:
+            raise ValueError(f"nodes must be an int in 1..9, got {nodes!r}")
+        self.nodes = nodes
+        self.version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+        self._own_dir = log_dir is None
+        self.log_dir = log_dir or tempfile.mkdtemp(prefix="pyprod-kafka-")
+        self.broker_props = dict(broker_props or {})
+        self.heap = heap or os.environ.get("PYPROD_KAFKA_HEAP") or "512m"
+        self.jvm_opts = list(jvm_opts or [])
+        self.cluster_id = _random_cluster_id()
+        self._procs: list[subprocess.Popen | None] = [None] * nodes
+        self._ports: list[int] = []
+        self._ctl_ports: list[int] = []
+        self._libs: str | None = None
+        self._admin = None
+        self._formatted = False
+        self._cds_tmp: str | None = None
+        self.startup_seconds: float | None = None
+
+    # -- addresses -----------------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` list of all nodes, comma separated."""
+        if not self._ports:
+            raise RuntimeError("cluster not started")
+        return ",".join(f"127.0.0.1:{p}" for p in self._ports)
+
+    def node_bootstrap(self, i: int) -> str:
+        return f"127.0.0.1:{self._ports[self._check(i)]}"
+
+    def node_dir(self, i: int) -> str:
+        return os.path.join(self.log_dir, f"node-{self._check(i)}")
+
+    def node_log(self, i: int) -> str:
+        return os.path.join(self.node_dir(i), "server.log")
+
+    def _check(self, i: int) -> int:
+        if not isinstance(i, int) or not 0 <= i < self.nodes:
+            raise ValueError(f"node index must be in 0..{self.nodes - 1}, got {i!r}")
+        return i
+
+    def is_running(self, i: int) -> bool:
+        p = self._procs[self._check(i)]
+        return p is not None and p.poll() is None
+
+    # -- configuration ---------------------------------------------------------------------------
+    def _props(self, i: int) -> dict:
+        n = self.nodes
+        rf = min(3, n)
+        voters = ",".join(f"{j}@127.0.0.1:{self._ctl_ports[j]}" for j in range(n))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": i,
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self._ports[i]},"
+                         f"CONTROLLER://127.0.0.1:{self._ctl_ports[i]}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self._ports[i]}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": os.path.join(self.node_dir(i), "data"),
+            "default.replication.factor": rf,
+            "min.insync.replicas": 2 if n >= 3 else 1,
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": 4,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min(2, n),
+            "transaction.state.log.num.partitions": 4,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min(2, n),
+            "group.initial.rebalance.delay.ms": 0,
+            # small machine, fast failure detection
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+            "num.replica.fetchers": 1,
+            "background.threads": 2,
+            "log.cleaner.threads": 1,
+            "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
+            "broker.heartbeat.interval.ms": 500,
+            "broker.session.timeout.ms": 3000,
+            "replica.lag.time.max.ms": 10000,
+            "controller.quorum.election.timeout.ms": 1000,
+            "controller.quorum.fetch.timeout.ms": 2000,
+            "leader.imbalance.check.interval.seconds": 5,
+            "auto.create.topics.enable": "true",
+        }
+        props.update(self.broker_props)
+        return props
+
+    def _write_config(self, i: int) -> str:
+        d = self.node_dir(i)
+        os.makedirs(d, exist_ok=True)
+        cfg = os.path.join(d, "server.properties")
+        with open(cfg, "w") as f:
+            for k, v in self._props(i).items():
+                f.write(f"{k}={v}\n")
+        with open(os.path.join(d, "log4j2.properties"), "w") as f:
+            f.write(_LOG4J2.format(log=self.node_log(i)))
+        return cfg
+
+    def _java(self, i: int, main: str, *args: str) -> list[str]:
+        d = self.node_dir(i)
+        return [
+            java_executable(), f"-Xmx{self.heap}", "-Xms64m", "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", "-XX:-UsePerfData",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={os.path.join(d, 'log4j2.properties')}",
+            f"-Dkafka.logs.dir={d}", *self.jvm_opts,
+            "-cp", os.path.join(self._libs, "*"), main, *args,
+        ]
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self, timeout: float = 90.0) -> "KafkaCluster":
+        """Format storage (first time), start every node, wait until all brokers are up."""
+        t0 = time.monotonic()
+        self._libs = ensure_kafka_libs(self.version)
+        if not self._ports:
+            ports = free_ports(2 * self.nodes)
+            self._ports, self._ctl_ports = ports[: self.nodes], ports[self.nodes:]
+        cfgs = [self._write_config(i) for i in range(self.nodes)]
+        if not self._formatted:
+            self._format(cfgs)
+        _live.add(self)
+        try:
+            for i in range(self.nodes):
+                self._launch(i)
+            self.wait_ready(timeout=max(1.0, timeout - (time.monotonic() - t0)))
+        except BaseException:
+            self.stop(timeout=5, _keep_dir=True)
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _format(self, cfgs: list[str]) -> None:
+        # One StorageTool run (a JVM start) for node 0; the other nodes get a copy of its
+        # bootstrap.checkpoint and their own meta.properties, which is all `format` writes.
+        out = os.path.join(self.node_dir(0), "format.log")
+        argv = self._java(0, "kafka.tools.StorageTool", "format", "--config", cfgs[0],
+                          "--cluster-id", self.cluster_id, "--ignore-formatted")
+        argv[1:3] = ["-Xmx256m", "-XX:TieredStopAtLevel=1"]  # short-lived: fast JIT only
+        p = spawn(argv, log_path=out)
+        if p.wait(120) != 0:
+            with open(out, errors="replace") as f:
+                raise RuntimeError(f"kafka storage format failed:\n{f.read()[-3000:]}")
+        src = self._props(0)["log.dirs"]
+        for i in range(1, self.nodes):
+            dst = self._props(i)["log.dirs"]
+            os.makedirs(dst, exist_ok=True)
+            shutil.copyfile(os.path.join(src, "bootstrap.checkpoint"),
+                            os.path.join(dst, "bootstrap.checkpoint"))
+            with open(os.path.join(dst, "meta.properties"), "w") as f:
+                f.write(f"node.id={i}\ndirectory.id={_random_cluster_id()}\nversion=1\n"
+                        f"cluster.id={self.cluster_id}\n")
+        self._formatted = True
+
+    def _cds_opts(self, i: int) -> list[str]:
+        """Class-data sharing: the first node ever started dumps its loaded classes on a
+        clean exit; later JVMs map that archive and start faster. PYPROD_KAFKA_CDS=0 disables."""
+        if os.environ.get("PYPROD_KAFKA_CDS", "1") == "0":
+            return []
+        jsa = os.path.join(os.path.dirname(self._libs), "kafka-server.jsa")
+        if os.path.exists(jsa):
+            return [f"-XX:SharedArchiveFile={jsa}", "-Xshare:auto"]
+        if i == 0 and self._cds_tmp is None:
+            self._cds_tmp = f"{jsa}.{os.getpid()}.{id(self)}.tmp"
+            return [f"-XX:ArchiveClassesAtExit={self._cds_tmp}"]
+        return []
+
+    def _cds_collect(self, proc) -> None:
+        tmp, self._cds_tmp = self._cds_tmp, None
+        if not tmp or not os.path.exists(tmp):
+            return
+        with contextlib.suppress(OSError):
+            if proc is not None and proc.returncode in (0, 143):  # exited, not SIGKILLed
+                os.replace(tmp, tmp.rsplit(".", 3)[0])
+            else:
+                os.unlink(tmp)
+
+    def _launch(self, i: int) -> None:
+        if self.is_running(i):
+            return
+        cfg = os.path.join(self.node_dir(i), "server.properties")
+        argv = self._java(i, "kafka.Kafka", cfg)
+        argv[1:1] = self._cds_opts(i)
+        self._procs[i] = spawn(argv, log_path=os.path.join(self.node_dir(i), "stdout.log"))
+
+    def _check_alive(self, nodes) -> None:
+        for i in nodes:
+            p = self._procs[i]
+            if p is None or p.poll() is not None:
+                code = None if p is None else p.returncode
+                raise RuntimeError(f"kafka node {i} exited (code {code}) during startup\n"
+                                   + self.log_tail(60, node=i))
+
+    def wait_ready(self, nodes=None, timeout: float = 60.0) -> None:
+        """Wait until ``nodes`` (default: every running node) are registered, unfenced brokers."""
+        want = set(range(self.nodes) if nodes is None else nodes)
+        deadline = time.monotonic() + timeout
+        # 1. listeners accept connections
+        for i in sorted(want):
+            while True:
+                self._check_alive([i])
+                with contextlib.suppress(OSError):
+                    socket.create_connection(("127.0.0.1", self._ports[i]), 0.5).close()
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"kafka node {i} never listened\n" + self.log_tail(40, node=i))
+                time.sleep(0.1)
+        # 2. the cluster metadata lists them as live brokers
+        last = None
+        while True:
+            self._check_alive(want)
+            try:
+                md = self.admin().list_topics(timeout=2)
+                last = set(md.brokers)
+                if want <= last:
+                    return
+            except Exception as e:  # noqa: BLE001 - retried until the deadline
+                last = e
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"brokers {sorted(want)} not all live (saw {last!r})\n"
+                                   + self.log_tail(40))
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 20.0, *, kill: bool = False, _keep_dir: bool = False) -> None:
+        """Stop every node: SIGTERM to all at once (SIGKILL if ``kill``), SIGKILL to those
+        still up after ``timeout``. Removes the log dir if the cluster made it (unless
+        PYPROD_KEEP_KAFKA_LOGS is set)."""
+        self._close_admin()
+        procs = [p for p in self._procs if p is not None]
+        for p in procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            terminate(p, max(0.1, deadline - time.monotonic()))
+        self._cds_collect(self._procs[0])
+        self._procs = [None] * self.nodes
+        _live.discard(self)
+        if self._own_dir and not _keep_dir and not os.environ.get("PYPROD_KEEP_KAFKA_LOGS"):
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def stop_node(self, i: int, timeout: float = 30.0) -> None:
+        """Clean shutdown of node ``i`` (SIGTERM, SIGKILL after ``timeout``); its data stays."""
+        terminate(self._procs[self._check(i)], timeout)
+        if i == 0:
+            self._cds_collect(self._procs[0])
+        self._procs[i] = None
+
+    def kill_node(self, i: int) -> None:
+        """SIGKILL node ``i`` (a crash); its data stays."""
+        terminate(self._procs[self._check(i)], kill=True)
+        if i == 0:
+            self._cds_collect(self._procs[0])
+        self._procs[i] = None
+
+    def start_node(self, i: int, timeout: float = 60.0) -> None:
+        """Restart node ``i`` on its old ports and log dirs; wait until it is a live broker."""
+        self._launch(self._check(i))
+        self.wait_ready([i], timeout=timeout)
+
+    def __enter__(self) -> "KafkaCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- admin -----------------------------------------------------------------------------------
+    def admin(self):
+        """A cached confluent-kafka AdminClient for this cluster."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers,
+                                       "logger": _quiet_logger(),
+                                       "reconnect.backoff.max.ms": 500})
+        return self._admin
+
+    def _close_admin(self) -> None:
+        self._admin = None  # librdkafka closes the handle when collected
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
+                     configs: dict | None = None, timeout: float = 30.0) -> str:
+        """Create ``name`` and wait until every partition has a leader and a full ISR."""
+        from confluent_kafka.admin import NewTopic
+
+        if not isinstance(name, str) or not name:
+            raise ValueError("topic name must be a non-empty str")
+        rf = min(3, self.nodes) if replication_factor is None else replication_factor
+        nt = NewTopic(name, num_partitions=partitions, replication_factor=rf,
+                      config={k: str(v) for k, v in (configs or {}).items()})
+        fut = self.admin().create_topics([nt], operation_timeout=timeout,
+                                         request_timeout=timeout)[name]
+        fut.result(timeout)
+        self.wait_topic(name, partitions, rf, timeout)
+        return name
+
+    def wait_topic(self, name: str, partitions: int, rf: int = 1, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(Exception):
+                t = self.admin().list_topics(name, timeout=2).topics.get(name)
+                if t is not None and t.error is None and len(t.partitions) == partitions and all(
+                        p.leader >= 0 and len(p.isrs) >= rf for p in t.partitions.values()):
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name!r} not ready after {timeout}s")
+            time.sleep(0.05)
+
+    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
+        self.admin().delete_topics([name], operation_timeout=timeout)[name].result(timeout)
+
+    def leader_of(self, topic: str, partition: int, timeout: float = 10.0) -> int:
+        """Node index (== node.id) leading ``topic``/``partition``, waiting out elections."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(Exception):
+                t = self.admin().list_topics(topic, timeout=2).topics[topic]
+                leader = t.partitions[partition].leader
+                if leader >= 0:
+                    return leader
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}/{partition} has no leader after {timeout}s")
+            time.sleep(0.05)
+
+    # -- logs ------------------------------------------------------------------------------------
+    def log_tail(self, n: int = 50, node: int | None = None) -> str:
+        """Last ``n`` lines of each node's server.log (and of its stdout, if non-empty)."""
+        out = []
+        for i in range(self.nodes) if node is None else [self._check(node)]:
+            for name in ("server.log", "stdout.log", "format.log"):
+                path = os.path.join(self.node_dir(i), name)
+                try:
+                    with open(path, "rb") as f:
+                        f.seek(0, os.SEEK_END)
+                        f.seek(max(0, f.tell() - 200 * n))
+                        lines = f.read().decode("utf-8", "replace").splitlines()[-n:]
+                except OSError:
+                    continue
+                if lines and (name == "server.log" or any(s.strip() for s in lines)):
+                    out.append(f"----- node {i} {name} (last {len(lines)} lines) -----")
+                    out.extend(lines)
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        state = self.bootstrap_servers if self._ports else "not started"
+        return f"<KafkaCluster {self.version} nodes={self.nodes} {state}>"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pyprod.testing.kafka_cluster",
+                                 description="Run a local Kafka cluster until Ctrl-C/SIGTERM.")
+    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--log-dir", default=None, help="keep data and logs here (default: temp)")
+    ap.add_argument("--topic", action="append", default=[],
+                    help="create NAME or NAME:PARTITIONS (repeatable)")
+    ap.add_argument("--version", default=None, help=f"Kafka version (default {DEFAULT_KAFKA_VERSION})")
+    args = ap.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    cluster = KafkaCluster(args.nodes, log_dir=args.log_dir, version=args.version)
+    cluster.start()
+    try:
+        for spec in args.topic:
+            name, _, parts = spec.partition(":")
+            cluster.create_topic(name, int(parts or 1))
+        print(cluster.bootstrap_servers, flush=True)
+        print(f"# Kafka {cluster.version}, {args.nodes} node(s), started in "
+              f"{cluster.startup_seconds:.1f}s, logs in {cluster.log_dir}", file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
