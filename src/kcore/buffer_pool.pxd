@@ -1,0 +1,67 @@
+# Bounded memory pool with a free list of slab-sized blocks (Java's producer BufferPool).
+# C-level API for other kcore modules (e.g. the accumulator):
+#
+#     cdef uint8_t* mem
+#     with nogil:
+#         rc = pool.acquire_raw(n, max_block_ms, &mem)   # BP_OK: mem holds n bytes
+#         ...
+#         pool.release_raw(mem, n)                       # exactly once, with the same n
+from libc.stdint cimport int64_t, uint8_t
+
+cdef extern from "sync_impl.h" nogil:
+    ctypedef struct kc_mutex_t:
+        pass
+    ctypedef struct kc_cond_t:
+        pass
+
+# acquire_raw results
+cdef enum:
+    BP_OK = 0
+    BP_TIMEOUT = 1        # no memory within max_block_ms
+    BP_CLOSED = 2         # close() was called (before or while waiting)
+    BP_TOO_LARGE = 3      # size > total memory: can never succeed
+    BP_NO_MEMORY = 4      # malloc failed (pool accounting left unchanged)
+    BP_INTERRUPTED = 5    # only from the Python-level allocate: a signal handler raised
+
+# One blocked caller: lives on its own stack, linked into the pool's FIFO.
+ctypedef struct bp_waiter:
+    kc_cond_t cond
+    bp_waiter* prev
+    bp_waiter* next
+
+
+cdef class BufferPool:
+    cdef kc_mutex_t lock
+    cdef bint lock_ok
+    cdef readonly Py_ssize_t total_memory
+    cdef readonly Py_ssize_t slab_size
+    cdef Py_ssize_t nonpooled        # free bytes not held as slabs
+    cdef uint8_t** free_list         # stack of free slabs (capacity total // slab)
+    cdef Py_ssize_t nfree
+    cdef bp_waiter* head             # FIFO of blocked callers; only the head takes memory
+    cdef bp_waiter* tail
+    cdef Py_ssize_t nwaiters
+    cdef bint closed
+
+    # Block at most max_block_ms (without the GIL) for size bytes; FIFO-fair. BP_OK sets
+    # out[0] to memory the caller owns until release_raw (a recycled slab when size equals
+    # slab_size and one is free, else malloc'd). Other results leave out[0] NULL.
+    cdef int acquire_raw(self, Py_ssize_t size, double max_block_ms, uint8_t** out) noexcept nogil
+    # Give back memory from acquire_raw (same size); wakes the first waiter.
+    cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil
+    cdef int _acquire(self, Py_ssize_t size, double max_block_ms, uint8_t** out,
+                      bint interruptible) noexcept nogil
+    cdef bint _take_now(self, Py_ssize_t size, uint8_t** slab) noexcept nogil
+    cdef void _free_up(self, Py_ssize_t size) noexcept nogil
+    cdef void _wake_head(self) noexcept nogil
+
+
+# A writable buffer of len == size handed out by BufferPool.allocate. It tracks buffer
+# exports so deallocate can refuse while a memoryview still uses the memory; after
+# deallocate it is empty (len 0).
+cdef class PoolBuffer:
+    cdef BufferPool pool
+    cdef uint8_t* data
+    cdef Py_ssize_t size
+    cdef Py_ssize_t exports
+    cdef bint released

@@ -1,0 +1,330 @@
+"""Bounded memory pool for record batches, after the Java producer's BufferPool.
+
+total_bytes of memory: a free list of slab_bytes-sized blocks plus a non-pooled remainder.
+Callers that find too little memory wait in a FIFO queue (each on its own condition, without
+the GIL) for at most max_block_ms; only the first waiter takes memory as it is released.
+"""
+from cpython.buffer cimport PyBuffer_FillInfo
+from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport free, malloc
+from operator import index
+
+from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
+
+cdef extern from "sync_impl.h" nogil:
+    int kc_mutex_init(kc_mutex_t* m)
+    void kc_mutex_destroy(kc_mutex_t* m)
+    void kc_mutex_lock(kc_mutex_t* m)
+    void kc_mutex_unlock(kc_mutex_t* m)
+    int kc_cond_init(kc_cond_t* c)
+    void kc_cond_destroy(kc_cond_t* c)
+    void kc_cond_signal(kc_cond_t* c)
+    void kc_cond_wait_ns(kc_cond_t* c, kc_mutex_t* m, int64_t ns)
+    int64_t kc_monotonic_ns()
+
+cdef extern from "Python.h":
+    # Declared without an exception spec: the error stays set and is re-raised by _reraise.
+    int _check_signals "PyErr_CheckSignals" ()
+
+__all__ = ["BufferPool", "PoolBuffer"]
+
+cdef enum:
+    SIGNAL_POLL_NS = 100000000  # interruptible waits re-check signals every 100 ms
+
+cdef uint8_t _empty[1]
+
+
+cdef int _reraise() except -1:
+    return -1  # propagates the exception already set
+
+
+cdef double _check_ms(object max_block_ms) except -1.0:
+    if not isinstance(max_block_ms, (int, float)):
+        raise TypeError("max_block_ms must be a number, not %s" % type(max_block_ms).__name__)
+    if not max_block_ms >= 0:  # also rejects NaN
+        raise ValueError("max_block_ms must be >= 0, got %r" % (max_block_ms,))
+    return min(<double>max_block_ms, 1e11)  # ~3 years: keeps ns arithmetic in range
+
+
+cdef class BufferPool:
+    """BufferPool(total_bytes, slab_bytes): thread-safe, never hands out more than total_bytes."""
+
+    def __cinit__(self, total_bytes, slab_bytes):
+        total_bytes, slab_bytes = index(total_bytes), index(slab_bytes)
+        if total_bytes < 0:
+            raise ValueError("total_bytes must be >= 0, got %d" % total_bytes)
+        if slab_bytes < 1:
+            raise ValueError("slab_bytes must be >= 1, got %d" % slab_bytes)
+        self.total_memory = total_bytes
+        self.slab_size = slab_bytes
+        self.nonpooled = total_bytes
+        cap = total_bytes // slab_bytes
+        self.free_list = <uint8_t**>malloc(max(cap, 1) * sizeof(uint8_t*))
+        if self.free_list == NULL:
+            raise MemoryError()
+        if kc_mutex_init(&self.lock) != 0:
+            raise MemoryError("cannot create a mutex")
+        self.lock_ok = True
+
+    def __dealloc__(self):
+        # No waiter can exist here (each holds a reference); outstanding raw memory is the
+        # caller's, PoolBuffers keep the pool alive.
+        cdef Py_ssize_t i
+        if self.free_list != NULL:
+            for i in range(self.nfree):
+                free(self.free_list[i])
+            free(self.free_list)
+        if self.lock_ok:
+            kc_mutex_destroy(&self.lock)
+
+    # -- C level (lock held by the caller for the helpers) --------------------------------
+
+    cdef void _free_up(self, Py_ssize_t size) noexcept nogil:
+        # Java's freeUp: turn free slabs into non-pooled memory until size is covered.
+        while self.nfree > 0 and self.nonpooled < size:
+            self.nfree -= 1
+            free(self.free_list[self.nfree])
+            self.nonpooled += self.slab_size
+
+    cdef bint _take_now(self, Py_ssize_t size, uint8_t** slab) noexcept nogil:
+        if size == self.slab_size and self.nfree > 0:
+            self.nfree -= 1
+            slab[0] = self.free_list[self.nfree]
+            return True
+        if self.nonpooled + self.nfree * self.slab_size >= size:
+            self._free_up(size)
+            self.nonpooled -= size
+            return True
+        return False
+
+    cdef void _wake_head(self) noexcept nogil:
+        if self.head != NULL and (self.nonpooled > 0 or self.nfree > 0):
+            kc_cond_signal(&self.head.cond)
+
+    cdef int acquire_raw(self, Py_ssize_t size, double max_block_ms, uint8_t** out) noexcept nogil:
+        return self._acquire(size, max_block_ms, out, False)
+
+    cdef int _acquire(self, Py_ssize_t size, double max_block_ms, uint8_t** out,
+                      bint interruptible) noexcept nogil:
+        cdef bp_waiter w
+        cdef uint8_t* mem = NULL
+        cdef Py_ssize_t acc = 0, got
+        cdef int rc = BP_OK
+        cdef int64_t deadline, left
+        cdef int sig
+        out[0] = NULL
+        if size < 0 or size > self.total_memory:
+            return BP_TOO_LARGE
+        if not max_block_ms >= 0:
+            max_block_ms = 0
+        elif max_block_ms > 1e11:
+            max_block_ms = 1e11
+        kc_mutex_lock(&self.lock)
+        if self.closed:
+            rc = BP_CLOSED
+        elif self.head != NULL or not self._take_now(size, &mem):
+            # Queue behind earlier waiters (FIFO); only the head accumulates memory.
+            if kc_cond_init(&w.cond) != 0:
+                kc_mutex_unlock(&self.lock)
+                return BP_NO_MEMORY
+            w.next = NULL
+            w.prev = self.tail
+            if self.tail != NULL:
+                self.tail.next = &w
+            else:
+                self.head = &w
+            self.tail = &w
+            self.nwaiters += 1
+            deadline = kc_monotonic_ns() + <int64_t>(max_block_ms * 1e6)
+            while True:
+                if self.closed:
+                    rc = BP_CLOSED
+                    break
+                if self.head == &w:
+                    if acc == 0 and size == self.slab_size and self.nfree > 0:
+                        self.nfree -= 1
+                        mem = self.free_list[self.nfree]
+                        break
+                    self._free_up(size - acc)
+                    got = min(size - acc, self.nonpooled)
+                    self.nonpooled -= got
+                    acc += got
+                    if acc == size:
+                        break
+                left = deadline - kc_monotonic_ns()
+                if left <= 0:
+                    rc = BP_TIMEOUT
+                    break
+                if interruptible and left > SIGNAL_POLL_NS:
+                    left = SIGNAL_POLL_NS
+                kc_cond_wait_ns(&w.cond, &self.lock, left)
+                if interruptible:
+                    kc_mutex_unlock(&self.lock)  # never wait for the GIL holding the lock
+                    with gil:
+                        sig = _check_signals()
+                    kc_mutex_lock(&self.lock)
+                    if sig != 0:
+                        rc = BP_INTERRUPTED
+                        break
+            if rc != BP_OK:
+                self.nonpooled += acc  # give back a partial reservation
+            if w.prev != NULL:
+                w.prev.next = w.next
+            else:
+                self.head = w.next
+            if w.next != NULL:
+                w.next.prev = w.prev
+            else:
+                self.tail = w.prev
+            self.nwaiters -= 1
+            kc_cond_destroy(&w.cond)
+        self._wake_head()  # memory left over: let the next waiter take it
+        kc_mutex_unlock(&self.lock)
+        if rc != BP_OK:
+            return rc
+        if mem == NULL:
+            mem = <uint8_t*>malloc(size if size > 0 else 1)
+            if mem == NULL:
+                kc_mutex_lock(&self.lock)
+                self.nonpooled += size
+                self._wake_head()
+                kc_mutex_unlock(&self.lock)
+                return BP_NO_MEMORY
+        out[0] = mem
+        return BP_OK
+
+    cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil:
+        kc_mutex_lock(&self.lock)
+        if size == self.slab_size and self.nfree < self.total_memory // self.slab_size:
+            self.free_list[self.nfree] = mem
+            self.nfree += 1
+            mem = NULL
+        else:
+            self.nonpooled += size
+        if self.head != NULL:
+            kc_cond_signal(&self.head.cond)
+        kc_mutex_unlock(&self.lock)
+        free(mem)
+
+    # -- Python level ----------------------------------------------------------------------
+
+    def allocate(self, size, max_block_ms):
+        """A PoolBuffer of len size; waits FIFO at most max_block_ms for memory.
+
+        Raises IllegalArgumentError if size > total_memory, KafkaTimeoutError after
+        max_block_ms, IllegalStateError if the pool is or gets closed. Contents are unspecified.
+        """
+        cdef uint8_t* mem
+        cdef int rc
+        size = index(size)
+        cdef double ms = _check_ms(max_block_ms)
+        if size < 0:
+            raise ValueError("size must be >= 0, got %d" % size)
+        if size > self.total_memory:
+            raise IllegalArgumentError(
+                "Attempt to allocate %d bytes, but there is a hard limit of %d on memory "
+                "allocations." % (size, self.total_memory))
+        cdef Py_ssize_t n = size
+        with nogil:
+            rc = self._acquire(n, ms, &mem, True)
+        if rc != BP_OK:
+            _raise_for(self, rc, n, max_block_ms)
+        cdef PoolBuffer buf = PoolBuffer.__new__(PoolBuffer)
+        buf.pool = self
+        buf.data = mem
+        buf.size = n
+        return buf
+
+    def deallocate(self, buf):
+        """Return a PoolBuffer from this pool; it becomes empty. Wakes the first waiter.
+
+        TypeError if buf is not a PoolBuffer, ValueError if another pool's, IllegalStateError
+        if already deallocated, BufferError while a memoryview (or other export) still uses it.
+        """
+        if not isinstance(buf, PoolBuffer):
+            raise TypeError("expected a PoolBuffer, got %s" % type(buf).__name__)
+        cdef PoolBuffer b = <PoolBuffer>buf
+        if b.pool is not self:
+            raise ValueError("buffer was not allocated by this pool")
+        if b.released:
+            raise IllegalStateError("buffer already deallocated")
+        if b.exports:
+            raise BufferError("buffer still exported; release its views before "
+                              "deallocating")
+        cdef uint8_t* mem = b.data
+        cdef Py_ssize_t n = b.size
+        b.released = True
+        b.data = NULL
+        b.size = 0
+        self.release_raw(mem, n)
+
+    def close(self):
+        """Fail current and future allocations with IllegalStateError (deallocate still works)."""
+        cdef bp_waiter* w
+        with nogil:
+            kc_mutex_lock(&self.lock)
+            self.closed = True
+            w = self.head
+            while w != NULL:
+                kc_cond_signal(&w.cond)
+                w = w.next
+            kc_mutex_unlock(&self.lock)
+
+    @property
+    def available_memory(self):
+        """Free bytes, pooled slabs included."""
+        kc_mutex_lock(&self.lock)
+        n = self.nonpooled + self.nfree * self.slab_size
+        kc_mutex_unlock(&self.lock)
+        return n
+
+    @property
+    def unallocated_memory(self):
+        """Free bytes not held as pooled slabs."""
+        return self.nonpooled
+
+    @property
+    def free_slabs(self):
+        return self.nfree
+
+    @property
+    def waiters(self):
+        """Number of callers blocked in allocate."""
+        return self.nwaiters
+
+    def queued(self):
+        """Java's name for waiters."""
+        return self.nwaiters
+
+
+cdef _raise_for(BufferPool pool, int rc, Py_ssize_t size, object max_block_ms):
+    if rc == BP_INTERRUPTED:
+        _reraise()
+    if rc == BP_CLOSED:
+        raise IllegalStateError("Producer closed while allocating memory")
+    if rc == BP_TIMEOUT:
+        raise KafkaTimeoutError(
+            "Failed to allocate %d bytes within the configured max blocking time %s ms. "
+            "Total memory: %d bytes. Available memory: %d bytes. Poolable size: %d bytes"
+            % (size, max_block_ms, pool.total_memory, pool.available_memory, pool.slab_size))
+    raise MemoryError("cannot allocate %d bytes" % size)
+
+
+cdef class PoolBuffer:
+    """Writable memory from BufferPool.allocate (buffer protocol; use memoryview(buf))."""
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, <void*>(self.data if self.data != NULL else _empty),
+                          self.size, 0, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* view):
+        self.exports -= 1
+
+    def __len__(self):
+        return self.size
+
+    def __dealloc__(self):
+        # Dropped without deallocate: the memory is freed but, as in Java, not returned to
+        # the pool's accounting.
+        free(self.data)
