@@ -77,7 +77,7 @@ static void kcore_crc32c_zeros_init(uint32_t z[4][256], size_t nbytes)
             z[k][i] = kcore_crc32c_mulmod(xn, (uint32_t)i << (8 * k));
 }
 
-static inline uint32_t kcore_crc32c_shift(const uint32_t z[4][256], uint32_t s)
+static uint32_t kcore_crc32c_shift(uint32_t z[4][256], uint32_t s)
 {
     return z[0][s & 0xff] ^ z[1][(s >> 8) & 0xff] ^ z[2][(s >> 16) & 0xff] ^ z[3][s >> 24];
 }
@@ -85,7 +85,7 @@ static inline uint32_t kcore_crc32c_shift(const uint32_t z[4][256], uint32_t s)
 /* One hardware path: C8(state, byte) and C64(state, 8 little-endian bytes) are the instructions. */
 #define KCORE_CRC32C_HW(NAME, ATTR, C8, C64)                                                   \
     static ATTR uint32_t NAME##_block(uint32_t s, const uint8_t *p, size_t lane,               \
-                                      const uint32_t z[4][256])                                \
+                                      uint32_t z[4][256])                                      \
     {                                                                                          \
         uint64_t s0 = s, s1 = 0, s2 = 0, w0, w1, w2;                                           \
         const uint8_t *end = p + lane;                                                         \
@@ -151,6 +151,7 @@ KCORE_CRC32C_HW(kcore_crc32c_raw_hw, KCORE_HW_ATTR, KCORE_HW_C8, KCORE_HW_C64)
 #define KCORE_HW_NAME "armv8"
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
+#define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 #define KCORE_HW_ATTR
 #define KCORE_HW_C8(s, b) __crc32cb((uint32_t)(s), (b))
