@@ -1,0 +1,53 @@
+# Kafka record batch v2 (magic 2) builder: C-level API for other kcore modules.
+from cpython.object cimport PyObject
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
+
+cdef enum:
+    RBB_HEADER_SIZE = 61  # batch header bytes, reserved at the start of the buffer
+
+# append_raw / rbb_append results
+cdef enum:
+    RBB_APPENDED = 1
+    RBB_FULL = 0          # does not fit in max_size (builder unchanged)
+    RBB_NO_MEMORY = -1
+    RBB_TOO_LARGE = -2    # record or batch over the int32 limits of the format
+    RBB_BUILT = -3        # already built
+
+
+cdef class RecordBatchBuilder:
+    # Records are written at buf[RBB_HEADER_SIZE:pos]; build() fills buf[:RBB_HEADER_SIZE].
+    cdef uint8_t* buf
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t pos          # bytes used so far, header included (the size estimate)
+    cdef Py_ssize_t max_size
+    cdef bint owned              # buf is malloc'd by the builder
+    cdef PyObject* out           # or a bytes object holding buf (Python appends); else buf
+                                 # is caller memory (attach)
+    cdef bint built
+    cdef int codec               # attributes codec id, 0 = none
+    cdef int16_t attrs
+    cdef int32_t count
+    cdef int64_t base_ts, max_ts
+    cdef int64_t producer_id
+    cdef int16_t producer_epoch
+    cdef int32_t base_sequence
+    cdef uint8_t* hbuf           # scratch for encoding headers in append()
+    cdef Py_ssize_t hcap
+
+    # Use caller memory (e.g. a BufferPool slab) instead of malloc: only before the first
+    # append. The builder never frees it; if a record outgrows it, the builder copies to
+    # malloc'd memory (owned becomes true) and the slab is no longer referenced.
+    # 0 ok, -1 if records were already appended or it was built.
+    cdef int attach(self, uint8_t* mem, Py_ssize_t capacity) noexcept nogil
+    # Append one record. klen/vlen < 0 = null. headers: hcount headers already encoded
+    # (see encode_headers). Returns one of the RBB_* results.
+    cdef int append_raw(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
+                        const uint8_t* value, Py_ssize_t vlen,
+                        const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil
+    # Uncompressed only: fill the header and CRC in place and mark built. Returns the batch
+    # size (the batch is buf[:size]; 0 when empty), or -1 if compressed or already built.
+    cdef Py_ssize_t seal(self) noexcept nogil
+
+
+# Wire encoding of a sequence of (str, bytes-like|None) headers, as append_raw expects.
+cdef bytes encode_headers(object headers, int32_t* count)

@@ -1,0 +1,530 @@
+# cython: binding=False
+"""Kafka record batch v2 (magic 2) builder: records go straight into one C buffer."""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize,
+                            PyBytes_GET_SIZE)
+from cpython.list cimport PyList_CheckExact, PyList_GET_SIZE
+from cpython.long cimport PyLong_Check
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
+from libc.stdint cimport (INT32_MAX, int16_t, int32_t, int64_t, uint16_t, uint32_t,
+                          uint64_t, uint8_t)
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+from kcore.crc cimport crc32c_update
+from kcore.varint cimport varint_size, write_varint
+
+import time
+from operator import index
+
+import cramjam
+
+from pyprod.errors import IllegalStateError, UnsupportedCodecError
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+    int _PyBytes_Resize(PyObject** bytes, Py_ssize_t newsize) except -1
+    enum: PyBUF_READ
+
+__all__ = ["RecordBatchBuilder", "RECORD_BATCH_HEADER_SIZE"]
+
+RECORD_BATCH_HEADER_SIZE = RBB_HEADER_SIZE
+_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+cdef enum:
+    TRANSACTIONAL = 0x10
+    MIN_CAPACITY = 256
+    FIRST_CAPACITY_MAX = 1 << 20   # initial malloc is min(max_size, this); grows by doubling
+    NOGIL_MIN = 32768              # CRC shorter than this: keep the GIL
+    SNAPPY_CHUNK = 32768           # xerial block input size
+    ZSTD_LEVEL = 3                 # the Java client's default
+    CRC_AT = 17
+    ATTRS_AT = 21
+    SLACK = 32                     # spare bytes after a record allowing fixed-size copies
+
+cdef bytes SNAPPY_MAGIC = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
+
+
+# ---- helpers (nogil) ----
+
+cdef inline void _be16(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+cdef inline void _be32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+cdef inline void _be64(uint8_t* p, uint64_t v) noexcept nogil:
+    _be32(p, <uint32_t>(v >> 32))
+    _be32(p + 4, <uint32_t>v)
+
+
+cdef void _write_header(RecordBatchBuilder b, uint8_t* out, Py_ssize_t total) noexcept nogil:
+    """Fill the 61-byte header of a batch of total bytes at out, CRC included."""
+    _be64(out, 0)                                   # baseOffset
+    _be32(out + 8, <uint32_t>(total - 12))          # batchLength
+    _be32(out + 12, <uint32_t>-1)                   # partitionLeaderEpoch
+    out[16] = 2                                     # magic
+    _be16(out + ATTRS_AT, <uint16_t>b.attrs)
+    _be32(out + 23, <uint32_t>(b.count - 1))        # lastOffsetDelta
+    _be64(out + 27, <uint64_t>b.base_ts)
+    _be64(out + 35, <uint64_t>b.max_ts)
+    _be64(out + 43, <uint64_t>b.producer_id)
+    _be16(out + 51, <uint16_t>b.producer_epoch)
+    _be32(out + 53, <uint32_t>b.base_sequence)
+    _be32(out + 57, <uint32_t>b.count)
+    _be32(out + CRC_AT, crc32c_update(0, out + ATTRS_AT, <size_t>(total - ATTRS_AT)))
+
+
+cdef inline Py_ssize_t _first_capacity(RecordBatchBuilder b) noexcept nogil:
+    cdef Py_ssize_t cap = b.max_size if b.max_size < FIRST_CAPACITY_MAX else FIRST_CAPACITY_MAX
+    cap += SLACK
+    return cap if cap > MIN_CAPACITY else MIN_CAPACITY
+
+
+cdef int _grow(RecordBatchBuilder b, Py_ssize_t need) noexcept nogil:
+    """Make b.buf hold at least need bytes: 0, or -1 when out of memory."""
+    cdef Py_ssize_t cap = b.cap * 2
+    cdef uint8_t* p
+    if cap == 0:
+        cap = _first_capacity(b)
+    if cap < need + SLACK:
+        cap = need + SLACK
+    if b.owned:
+        p = <uint8_t*>realloc(b.buf, <size_t>cap)
+    else:
+        p = <uint8_t*>malloc(<size_t>cap)
+        if p != NULL and b.buf != NULL:
+            memcpy(p, b.buf, <size_t>b.pos)
+    if p == NULL:
+        return -1
+    b.buf = p
+    b.cap = cap
+    b.owned = True
+    return 0
+
+
+cdef inline uint8_t* _put(uint8_t* p, const uint8_t* src, Py_ssize_t n, bint slack) noexcept nogil:
+    """Copy a short piece (n <= SLACK); with slack, as a fixed-size (inlined) copy."""
+    if slack:
+        memcpy(p, src, SLACK)
+    else:
+        memcpy(p, src, <size_t>n)
+    return p + n
+
+
+cdef inline int _append(RecordBatchBuilder b, int64_t ts, const uint8_t* key, Py_ssize_t klen,
+                        const uint8_t* value, Py_ssize_t vlen,
+                        const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
+    cdef int32_t count = b.count
+    cdef int64_t delta = 0
+    cdef Py_ssize_t body, need
+    cdef uint8_t* p
+    if b.built:
+        return RBB_BUILT
+    if klen < 0:
+        klen = -1
+    if vlen < 0:
+        vlen = -1
+    if (count == INT32_MAX or klen > INT32_MAX or vlen > INT32_MAX or hlen > INT32_MAX
+            or hlen < 0 or hcount < 0):
+        return RBB_TOO_LARGE
+    if count:
+        delta = <int64_t>(<uint64_t>ts - <uint64_t>b.base_ts)   # wraps like Java's long
+    body = (1 + varint_size(delta) + varint_size(count) + varint_size(klen)
+            + varint_size(vlen) + varint_size(hcount) + hlen)
+    if klen > 0:
+        body += klen
+    if vlen > 0:
+        body += vlen
+    if body > INT32_MAX:
+        return RBB_TOO_LARGE
+    need = b.pos + varint_size(body) + body
+    if need - 12 > INT32_MAX:
+        return RBB_TOO_LARGE
+    if count and need > b.max_size:
+        return RBB_FULL
+    if need > b.cap and _grow(b, need) < 0:
+        return RBB_NO_MEMORY
+    p = b.buf + b.pos
+    p += write_varint(p, body)
+    p[0] = 0                                        # record attributes
+    p += 1
+    p += write_varint(p, delta)
+    p += write_varint(p, count)                     # offsetDelta
+    p += write_varint(p, klen)
+    if klen > 0:
+        memcpy(p, key, <size_t>klen)
+        p += klen
+    p += write_varint(p, vlen)
+    if vlen > 0:
+        memcpy(p, value, <size_t>vlen)
+        p += vlen
+    p += write_varint(p, hcount)
+    if hlen:
+        memcpy(p, headers, <size_t>hlen)
+    b.pos = need
+    if count == 0:
+        b.base_ts = ts
+        b.max_ts = ts
+    elif ts > b.max_ts:
+        b.max_ts = ts
+    b.count = count + 1
+    return RBB_APPENDED
+
+
+# ---- helpers (GIL) ----
+
+cdef int _alloc_out(RecordBatchBuilder b) except -1:
+    """First buffer of a Python-driven builder: a bytes object, so that build() can shrink it
+    in place and return it without a copy."""
+    cdef Py_ssize_t cap = _first_capacity(b)
+    o = PyBytes_FromStringAndSize(NULL, cap)
+    Py_INCREF(o)
+    Py_XDECREF(b.out)
+    b.out = <PyObject*>o
+    b.buf = <uint8_t*>PyBytes_AS_STRING(o)
+    b.cap = cap
+    return 0
+
+
+cdef inline bint _in_out(RecordBatchBuilder b) noexcept:
+    return b.out != NULL and b.buf == <uint8_t*>PyBytes_AS_STRING(<object>b.out)
+
+
+cdef void _release(RecordBatchBuilder b) noexcept:
+    if b.owned:
+        free(b.buf)
+    Py_XDECREF(b.out)
+    b.out = NULL
+    b.buf = NULL
+    b.cap = 0
+    b.owned = False
+    free(b.hbuf)
+    b.hbuf = NULL
+    b.hcap = 0
+
+
+cdef int _raise(int rc) except -1:
+    if rc == RBB_NO_MEMORY:
+        raise MemoryError()
+    if rc == RBB_BUILT:
+        raise IllegalStateError("append() after build()")
+    raise ValueError("record too large for a record batch (int32 size limits)")
+
+
+cdef int64_t _timestamp(object ts) except? -1:
+    cdef int overflow = 0
+    cdef long long v
+    if ts is None:
+        return <int64_t>(time.time() * 1000)
+    if not PyLong_Check(ts):
+        ts = index(ts)
+    v = PyLong_AsLongLongAndOverflow(ts, &overflow)
+    if overflow:
+        raise ValueError("timestamp_ms out of int64 range: %d" % ts)
+    return v
+
+
+cdef int64_t _int_in(object v, str name, int bits) except? -1:
+    cdef int64_t lim
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(index(v), &overflow)
+    lim = (<int64_t>1) << (bits - 1) if bits < 64 else 0
+    if overflow or (bits < 64 and not -lim <= x < lim):
+        raise ValueError("%s out of int%d range: %d" % (name, bits, v))
+    return x
+
+
+cdef int _view(object obj, Py_buffer* view, str what) except -1:
+    """Buffer of a non-bytes key/value/header value; the caller releases it."""
+    if isinstance(obj, str):
+        raise TypeError("%s must be bytes, bytearray, memoryview or None, not str" % what)
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except BufferError:
+        raise TypeError("%s buffer must be C-contiguous" % what) from None
+    except TypeError:
+        raise TypeError("%s must be bytes, bytearray, memoryview or None, not %s"
+                        % (what, type(obj).__name__)) from None
+    return 0
+
+
+cdef inline uint8_t* _reserve(uint8_t** buf, Py_ssize_t* cap, Py_ssize_t need) except NULL:
+    cdef Py_ssize_t n
+    cdef uint8_t* p
+    if need > cap[0]:
+        n = cap[0] * 2 if cap[0] * 2 > need else need + 64
+        p = <uint8_t*>realloc(buf[0], <size_t>n)
+        if p == NULL:
+            raise MemoryError()
+        buf[0] = p
+        cap[0] = n
+    return buf[0]
+
+
+cdef Py_ssize_t _encode_headers(object headers, uint8_t** buf, Py_ssize_t* cap,
+                                int32_t* count) except -1:
+    """Encode headers into buf[0] (realloc'd as needed); returns the length."""
+    cdef Py_ssize_t n = 0, klen, vlen
+    cdef const char* kp
+    cdef const uint8_t* vp
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef uint8_t* p
+    count[0] = 0
+    for pair in headers:
+        hkey, hval = pair
+        if not isinstance(hkey, str):
+            raise TypeError("header key must be str, not %s" % type(hkey).__name__)
+        kp = PyUnicode_AsUTF8AndSize(hkey, &klen)
+        has_view = False
+        if hval is None:
+            vp, vlen = NULL, -1
+        elif PyBytes_CheckExact(hval):
+            vp, vlen = <const uint8_t*>PyBytes_AS_STRING(hval), PyBytes_GET_SIZE(hval)
+        else:
+            _view(hval, &view, "header value")
+            has_view = True
+            vp, vlen = <const uint8_t*>view.buf, view.len
+        try:
+            if count[0] == INT32_MAX or n + klen + (vlen if vlen > 0 else 0) > INT32_MAX:
+                raise ValueError("headers too large")
+            p = _reserve(buf, cap, n + 20 + klen + (vlen if vlen > 0 else 0)) + n
+            p += write_varint(p, klen)
+            memcpy(p, kp, <size_t>klen)
+            p += klen
+            p += write_varint(p, vlen)
+            if vlen > 0:
+                memcpy(p, vp, <size_t>vlen)
+                p += vlen
+            n = p - buf[0]
+            count[0] += 1
+        finally:
+            if has_view:
+                PyBuffer_Release(&view)
+    return n
+
+
+cdef bytes encode_headers(object headers, int32_t* count):
+    cdef uint8_t* buf = NULL
+    cdef Py_ssize_t cap = 0, n
+    try:
+        n = _encode_headers(headers, &buf, &cap, count)
+        return PyBytes_FromStringAndSize(<char*>buf, n)
+    finally:
+        free(buf)
+
+
+cdef inline bint _no_headers(object headers):
+    if headers is None:
+        return True
+    if PyTuple_CheckExact(headers):
+        return PyTuple_GET_SIZE(headers) == 0
+    if PyList_CheckExact(headers):
+        return PyList_GET_SIZE(headers) == 0
+    return False
+
+
+cdef object _compress(int codec, object data):
+    if codec == 1:
+        return cramjam.gzip.compress(data)
+    if codec == 3:
+        return cramjam.lz4.compress(data)
+    if codec == 4:
+        return cramjam.zstd.compress(data, level=ZSTD_LEVEL)
+    # snappy, xerial framing: magic header, then [int32 length][raw block] per 32 KiB of input
+    cdef Py_ssize_t i, n = len(data)
+    cdef list parts = [SNAPPY_MAGIC]
+    compress_raw = cramjam.snappy.compress_raw
+    for i in range(0, n, SNAPPY_CHUNK):
+        block = bytes(compress_raw(data[i:i + SNAPPY_CHUNK]))
+        parts.append(len(block).to_bytes(4, "big"))
+        parts.append(block)
+    return b"".join(parts)
+
+
+cdef object _append_any(RecordBatchBuilder self, int64_t ts, object key, object value, object headers):
+    """append() for buffers other than bytes and for headers."""
+    cdef Py_buffer kview, vview
+    cdef bint has_k = False, has_v = False
+    cdef const uint8_t* kp = NULL
+    cdef const uint8_t* vp = NULL
+    cdef Py_ssize_t kl = -1, vl = -1, hlen = 0
+    cdef int32_t hcount = 0
+    cdef int rc
+    try:
+        if key is None:
+            pass
+        elif PyBytes_CheckExact(key):
+            kp, kl = <const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)
+        else:
+            _view(key, &kview, "key")
+            has_k = True
+            kp, kl = <const uint8_t*>kview.buf, kview.len
+        if value is None:
+            pass
+        elif PyBytes_CheckExact(value):
+            vp, vl = <const uint8_t*>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
+        else:
+            _view(value, &vview, "value")
+            has_v = True
+            vp, vl = <const uint8_t*>vview.buf, vview.len
+        if headers is not None:
+            hlen = _encode_headers(headers, &self.hbuf, &self.hcap, &hcount)
+        rc = _append(self, ts, kp, kl, vp, vl, self.hbuf, hlen, hcount)
+    finally:
+        if has_k:
+            PyBuffer_Release(&kview)
+        if has_v:
+            PyBuffer_Release(&vview)
+    if rc == RBB_APPENDED:
+        return True
+    if rc == RBB_FULL:
+        return False
+    _raise(rc)
+
+
+cdef class RecordBatchBuilder:
+    """Accumulates records into one v2 batch; build() returns the batch with baseOffset 0."""
+
+    def __init__(self, max_size, compression="none", producer_id=-1, producer_epoch=-1,
+                 base_sequence=-1, transactional=False):
+        cdef object codec
+        if self.count or self.built:
+            raise IllegalStateError("RecordBatchBuilder already in use")
+        max_size = index(max_size)
+        if max_size < 0:
+            raise ValueError("max_size must be >= 0, got %d" % max_size)
+        if compression is None:
+            codec = 0
+        else:
+            codec = _CODECS.get(compression) if isinstance(compression, str) else None
+            if codec is None:
+                raise UnsupportedCodecError("unknown compression %r (expected one of %s)"
+                                            % (compression, ", ".join(_CODECS)))
+        self.max_size = min(max_size, 1 << 62)
+        self.codec = codec
+        self.attrs = <int16_t>(self.codec | (TRANSACTIONAL if transactional else 0))
+        self.producer_id = _int_in(producer_id, "producer_id", 64)
+        self.producer_epoch = <int16_t>_int_in(producer_epoch, "producer_epoch", 16)
+        self.base_sequence = <int32_t>_int_in(base_sequence, "base_sequence", 32)
+        self.pos = RBB_HEADER_SIZE
+        self.base_ts = -1
+        self.max_ts = -1
+
+    def __dealloc__(self):
+        _release(self)
+
+    def __len__(self):
+        return self.count
+
+    cdef int attach(self, uint8_t* mem, Py_ssize_t capacity) noexcept nogil:
+        if self.count or self.built:
+            return -1
+        if self.owned:
+            free(self.buf)
+        self.buf = mem
+        self.cap = capacity
+        self.owned = False
+        return 0
+
+    cdef int append_raw(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
+                        const uint8_t* value, Py_ssize_t vlen,
+                        const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
+        return _append(self, ts, key, klen, value, vlen, headers, hlen, hcount)
+
+    cdef Py_ssize_t seal(self) noexcept nogil:
+        if self.built or self.codec:
+            return -1
+        self.built = True
+        if self.count == 0:
+            return 0
+        _write_header(self, self.buf, self.pos)
+        return self.pos
+
+    def append(self, timestamp_ms, key, value, headers=()):
+        """Add one record; False (builder unchanged) if it does not fit in max_size."""
+        cdef int64_t ts
+        cdef int rc
+        cdef const uint8_t* kp = NULL
+        cdef const uint8_t* vp = NULL
+        cdef Py_ssize_t kl = -1, vl = -1
+        if self.built:
+            raise IllegalStateError("append() after build()")
+        ts = _timestamp(timestamp_ms)
+        if self.buf == NULL:
+            _alloc_out(self)
+        if _no_headers(headers):
+            if key is None:
+                pass
+            elif PyBytes_CheckExact(key):
+                kp, kl = <const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)
+            else:
+                return _append_any(self, ts, key, value, None)
+            if value is None:
+                pass
+            elif PyBytes_CheckExact(value):
+                vp, vl = <const uint8_t*>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
+            else:
+                return _append_any(self, ts, key, value, None)
+            rc = _append(self, ts, kp, kl, vp, vl, NULL, 0, 0)
+        else:
+            return _append_any(self, ts, key, value, headers)
+        if rc == RBB_APPENDED:
+            return True
+        if rc == RBB_FULL:
+            return False
+        _raise(rc)
+
+    def build(self):
+        """The complete batch as bytes (b"" when empty, as Java's MemoryRecords.EMPTY)."""
+        cdef Py_ssize_t n
+        cdef Py_buffer view
+        cdef bytes out
+        if self.built:
+            raise IllegalStateError("build() called twice")
+        try:
+            if self.count == 0:
+                self.built = True
+                return b""
+            if self.codec == 0:
+                if self.pos >= NOGIL_MIN:
+                    with nogil:
+                        n = self.seal()
+                else:
+                    n = self.seal()
+                if not _in_out(self):
+                    return PyBytes_FromStringAndSize(<char*>self.buf, n)
+                _PyBytes_Resize(&self.out, n)      # shrinks in place; frees it on failure
+                out = <object>self.out
+                Py_DECREF(out)
+                self.out = NULL
+                return out
+            self.built = True
+            records = PyMemoryView_FromMemory(<char*>self.buf + RBB_HEADER_SIZE,
+                                              self.pos - RBB_HEADER_SIZE, PyBUF_READ)
+            try:
+                packed = _compress(self.codec, records)
+            finally:
+                records.release()
+            PyObject_GetBuffer(packed, &view, PyBUF_SIMPLE)
+            try:
+                n = RBB_HEADER_SIZE + view.len
+                if n - 12 > INT32_MAX:
+                    raise ValueError("compressed record batch too large")
+                out = PyBytes_FromStringAndSize(NULL, n)
+                memcpy(PyBytes_AS_STRING(out) + RBB_HEADER_SIZE, view.buf, <size_t>view.len)
+            finally:
+                PyBuffer_Release(&view)
+            _write_header(self, <uint8_t*>PyBytes_AS_STRING(out), n)
+            return out
+        finally:
+            _release(self)
