@@ -1,0 +1,397 @@
+"""BufferPool: accounting, slab reuse, FIFO waiting, timeouts, export tracking, close()."""
+import ctypes
+import os
+import random
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError
+
+JOIN_S = 10.0  # generous: no test may hang, but none should come close
+
+
+def start(fn, *args):
+    """Run fn in a daemon thread; the result or exception lands in box."""
+    box = {}
+
+    def run():
+        try:
+            box["result"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.box = box
+    t.start()
+    return t
+
+
+def join(*threads):
+    for t in threads:
+        t.join(JOIN_S)
+        assert not t.is_alive(), "thread still blocked after %ss" % JOIN_S
+
+
+def wait_until(cond, what):
+    deadline = time.monotonic() + JOIN_S
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.001)
+
+
+def address(buf):
+    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
+
+
+def test_allocate_slab_and_fresh_memory(k):
+    pool = k.BufferPool(1000, 100)
+    assert (pool.total_memory, pool.slab_size) == (1000, 100)
+    assert (pool.available_memory, pool.unallocated_memory, pool.free_slabs) == (1000, 1000, 0)
+    a = pool.allocate(100, 0)
+    b = pool.allocate(250, 0)
+    assert isinstance(a, k.PoolBuffer) and (len(a), len(b)) == (100, 250)
+    m = memoryview(a)
+    assert not m.readonly and m.nbytes == 100
+    m[:] = b"x" * 100
+    m.release()
+    assert bytes(a) == b"x" * 100
+    assert pool.available_memory == 650 and pool.unallocated_memory == 650
+    pool.deallocate(a)  # slab size: kept in the free list
+    assert (pool.available_memory, pool.unallocated_memory, pool.free_slabs) == (750, 650, 1)
+    pool.deallocate(b)  # other sizes: back to the non-pooled memory
+    assert (pool.available_memory, pool.unallocated_memory, pool.free_slabs) == (1000, 900, 1)
+    assert len(a) == 0 and len(b) == 0 and memoryview(a).nbytes == 0  # emptied
+    assert pool.waiters == 0 and pool.queued() == 0
+
+
+def test_pooled_slab_is_reused(k):
+    pool = k.BufferPool(1000, 100)
+    a = pool.allocate(100, 0)
+    where = address(a)
+    pool.deallocate(a)
+    assert pool.free_slabs == 1
+    b = pool.allocate(100, 0)
+    assert pool.free_slabs == 0 and pool.available_memory == 900 and len(b) == 100
+    if not k.pure:  # the compiled pool hands out the very same memory again
+        assert address(b) == where
+    c = pool.allocate(99, 0)  # not slab-sized: never from the free list
+    pool.deallocate(b)
+    pool.deallocate(c)
+    assert (pool.free_slabs, pool.available_memory) == (1, 1000)
+
+
+def test_free_slabs_are_released_to_make_room(k):
+    pool = k.BufferPool(1000, 100)
+    bufs = [pool.allocate(100, 0) for _ in range(10)]
+    assert pool.available_memory == 0
+    for b in bufs:
+        pool.deallocate(b)
+    assert (pool.free_slabs, pool.unallocated_memory) == (10, 0)
+    big = pool.allocate(250, 0)  # Java's freeUp: 3 slabs become non-pooled memory
+    assert (pool.free_slabs, pool.unallocated_memory, pool.available_memory) == (7, 50, 750)
+    whole = pool.allocate(750, 0)
+    assert (pool.free_slabs, pool.available_memory) == (0, 0)
+    pool.deallocate(big)
+    pool.deallocate(whole)
+    assert pool.available_memory == 1000
+
+
+def test_zero_size_and_whole_pool(k):
+    pool = k.BufferPool(300, 100)
+    z = pool.allocate(0, 0)
+    assert len(z) == 0 and pool.available_memory == 300
+    w = pool.allocate(300, 0)
+    assert pool.available_memory == 0
+    pool.deallocate(z)
+    pool.deallocate(w)
+    assert pool.available_memory == 300
+
+
+def test_argument_errors(k):
+    pool = k.BufferPool(1000, 100)
+    with pytest.raises(IllegalArgumentError, match="1001 bytes"):
+        pool.allocate(1001, 10_000)  # at once, never waits
+    with pytest.raises(IllegalArgumentError):
+        pool.allocate(1 << 70, 0)
+    with pytest.raises(ValueError):
+        pool.allocate(-1, 0)
+    with pytest.raises(TypeError):
+        pool.allocate(1.5, 0)
+    with pytest.raises(TypeError):
+        pool.allocate("1", 0)
+    with pytest.raises(ValueError):
+        pool.allocate(1, -1)
+    with pytest.raises(ValueError):
+        pool.allocate(1, float("nan"))
+    with pytest.raises(TypeError):
+        pool.allocate(1, "5")
+    for args in ((-1, 10), (100, 0), (100, -5)):
+        with pytest.raises(ValueError):
+            k.BufferPool(*args)
+    with pytest.raises(TypeError):
+        k.BufferPool(100.0, 10)
+    assert pool.available_memory == 1000
+    pool.allocate(1, 2.5)  # a float timeout is fine
+
+
+def test_deallocate_errors_leave_the_pool_unchanged(k):
+    pool, other = k.BufferPool(1000, 100), k.BufferPool(1000, 100)
+    buf = pool.allocate(100, 0)
+    with pytest.raises(TypeError):
+        pool.deallocate(bytearray(100))
+    with pytest.raises(TypeError):
+        pool.deallocate(None)
+    with pytest.raises(ValueError, match="this pool"):
+        other.deallocate(buf)
+    with pytest.raises(ValueError):
+        pool.deallocate(k.PoolBuffer())
+    assert pool.available_memory == 900 and other.available_memory == 1000
+    pool.deallocate(buf)
+    with pytest.raises(IllegalStateError, match="already"):
+        pool.deallocate(buf)
+    assert (pool.available_memory, pool.free_slabs) == (1000, 1)
+
+
+def test_deallocate_refused_while_exported(k):
+    pool = k.BufferPool(1000, 100)
+    buf = pool.allocate(100, 0)
+    m = memoryview(buf)
+    with pytest.raises(BufferError):
+        pool.deallocate(buf)
+    assert len(buf) == 100 and pool.available_memory == 900
+    m2 = memoryview(m)  # shares m's export: still counts after m is released
+    m.release()
+    with pytest.raises(BufferError):
+        pool.deallocate(buf)
+    m2[0] = 7  # still valid memory
+    m2.release()
+    c = (ctypes.c_char * 100).from_buffer(buf)  # another exporter kind
+    with pytest.raises(BufferError):
+        pool.deallocate(buf)
+    del c
+    pool.deallocate(buf)
+    assert pool.available_memory == 1000
+
+
+def test_export_tracking_zero_size(k):
+    pool = k.BufferPool(1000, 100)
+    buf = pool.allocate(0, 0)
+    m = memoryview(buf)
+    with pytest.raises(BufferError):
+        pool.deallocate(buf)
+    m.release()
+    pool.deallocate(buf)
+
+
+def test_pool_buffer_size_is_fixed(k):
+    pool = k.BufferPool(1000, 100)
+    buf = pool.allocate(10, 0)
+    for op in (lambda: buf.append(1), lambda: buf.extend(b"ab"), lambda: buf.__iadd__(b"a")):
+        with pytest.raises((BufferError, AttributeError)):
+            op()
+    assert len(buf) == 10
+    pool.deallocate(buf)
+    assert pool.available_memory == 1000
+
+
+def test_timeout_raises_and_returns_partial_memory(k):
+    pool = k.BufferPool(1000, 100)
+    held = pool.allocate(900, 0)
+    with pytest.raises(KafkaTimeoutError):
+        pool.allocate(200, 0)
+    t0 = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match="200 bytes"):
+        pool.allocate(200, 50)  # reserves the free 100 while it waits, then gives it back
+    assert time.monotonic() - t0 >= 0.045
+    assert (pool.available_memory, pool.waiters) == (100, 0)
+    assert isinstance(KafkaTimeoutError(), KafkaError)
+    pool.deallocate(held)
+    assert pool.available_memory == 1000
+    pool.deallocate(pool.allocate(1000, 0))
+
+
+def test_release_wakes_a_waiter(k):
+    pool = k.BufferPool(1000, 100)
+    held = [pool.allocate(100, 0) for _ in range(10)]
+    t = start(pool.allocate, 300, 10_000)
+    wait_until(lambda: pool.waiters == 1, "the waiter")
+    assert pool.queued() == 1
+    for b in held[:2]:
+        pool.deallocate(b)
+    time.sleep(0.02)
+    assert t.is_alive() and pool.waiters == 1  # 200 of 300 bytes: still waiting
+    pool.deallocate(held[2])
+    join(t)
+    assert "error" not in t.box and len(t.box["result"]) == 300
+    assert (pool.waiters, pool.available_memory, pool.free_slabs) == (0, 0, 0)
+    pool.deallocate(t.box["result"])
+    for b in held[3:]:
+        pool.deallocate(b)
+    assert pool.available_memory == 1000
+
+
+def test_waiter_gets_a_pooled_slab(k):
+    pool = k.BufferPool(200, 100)
+    a, b = pool.allocate(100, 0), pool.allocate(100, 0)
+    t = start(pool.allocate, 100, 10_000)
+    wait_until(lambda: pool.waiters == 1, "the waiter")
+    pool.deallocate(a)
+    join(t)
+    assert len(t.box["result"]) == 100 and pool.free_slabs == 0 and pool.available_memory == 0
+    pool.deallocate(b)
+    pool.deallocate(t.box["result"])
+    assert (pool.free_slabs, pool.available_memory) == (2, 200)
+
+
+def test_fifo_order(k):
+    pool = k.BufferPool(100, 100)
+    held = pool.allocate(100, 0)
+    order, threads = [], []
+
+    def take(i, size):
+        buf = pool.allocate(size, 10_000)
+        order.append(i)
+        pool.deallocate(buf)
+
+    sizes = [100, 51, 100, 60, 70, 100, 99, 51]  # > half the pool: one holder at a time
+    for i, size in enumerate(sizes):
+        threads.append(start(take, i, size))
+        wait_until(lambda: pool.waiters == i + 1, "waiter %d" % i)  # arrival order is fixed
+    pool.deallocate(held)
+    join(*threads)
+    assert [t.box.get("error") for t in threads] == [None] * len(sizes)
+    assert order == list(range(len(sizes)))
+    assert (pool.waiters, pool.available_memory) == (0, 100)
+
+
+def test_newcomer_queues_behind_waiters(k):
+    pool = k.BufferPool(100, 10)
+    held = pool.allocate(100, 0)
+    big = start(pool.allocate, 100, 10_000)
+    wait_until(lambda: pool.waiters == 1, "the first waiter")
+    small = start(pool.allocate, 10, 10_000)
+    wait_until(lambda: pool.waiters == 2, "the second waiter")
+    pool.deallocate(held)
+    join(big)
+    assert small.is_alive()  # the head took everything first
+    pool.deallocate(big.box["result"])
+    join(small)
+    assert len(small.box["result"]) == 10
+
+
+def test_no_over_allocation_under_threads(k):
+    total, slab = 10_000, 1000
+    pool = k.BufferPool(total, slab)
+    lock = threading.Lock()
+    state = {"out": 0, "max": 0}
+    errors = []
+
+    def worker(seed):
+        rng = random.Random(seed)
+        for _ in range(150):
+            size = slab if rng.random() < 0.5 else rng.randint(0, 3 * slab)
+            buf = pool.allocate(size, 10_000)
+            with lock:
+                state["out"] += size
+                state["max"] = max(state["max"], state["out"])
+                if state["out"] > total:
+                    errors.append(state["out"])
+            m = memoryview(buf)
+            m[:] = bytes([seed]) * size  # memory is exclusively ours until deallocate
+            if rng.random() < 0.3:
+                time.sleep(0)
+            ok = m.tobytes() == bytes([seed]) * size
+            m.release()
+            with lock:
+                state["out"] -= size
+                if not ok:
+                    errors.append("memory shared with another buffer")
+            pool.deallocate(buf)
+
+    threads = [start(worker, s) for s in range(1, 9)]
+    join(*threads)
+    assert [t.box.get("error") for t in threads] == [None] * 8
+    assert errors == []
+    assert state["out"] == 0 and state["max"] <= total
+    assert pool.available_memory == total and pool.waiters == 0
+
+
+def test_timeouts_under_contention_keep_accounting(k):
+    pool = k.BufferPool(1000, 100)
+    results = []
+
+    def worker(seed):
+        rng = random.Random(seed)
+        for _ in range(40):
+            try:
+                buf = pool.allocate(rng.choice([100, 250, 600]), rng.choice([0, 1, 5]))
+            except KafkaTimeoutError:
+                results.append("timeout")
+                continue
+            time.sleep(0.0005)
+            pool.deallocate(buf)
+            results.append("ok")
+
+    threads = [start(worker, s) for s in range(6)]
+    join(*threads)
+    assert [t.box.get("error") for t in threads] == [None] * 6
+    assert len(results) == 240 and "ok" in results
+    assert pool.available_memory == 1000 and pool.waiters == 0
+
+
+def test_close_wakes_all_waiters(k):
+    pool = k.BufferPool(100, 10)
+    held = pool.allocate(100, 0)
+    threads = []
+    for i in range(3):
+        threads.append(start(pool.allocate, 10 * (i + 1), 10_000))
+        wait_until(lambda: pool.waiters == i + 1, "waiter %d" % i)
+    pool.close()
+    join(*threads)
+    for t in threads:
+        assert isinstance(t.box.get("error"), IllegalStateError)
+        assert "closed" in str(t.box["error"])
+        assert isinstance(t.box["error"], KafkaError)
+    with pytest.raises(IllegalStateError):
+        pool.allocate(1, 0)
+    assert pool.waiters == 0
+    pool.deallocate(held)  # memory can still be returned
+    assert pool.available_memory == 100
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
+def test_wait_is_interruptible_in_the_main_thread(k):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals go to the main thread")
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupted()
+
+    pool = k.BufferPool(100, 10)
+    held = pool.allocate(60, 0)
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        t0 = time.monotonic()
+        with pytest.raises(Interrupted):
+            pool.allocate(80, 20_000)
+        assert time.monotonic() - t0 < 10
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert (pool.waiters, pool.available_memory) == (0, 40)  # partial reservation returned
+    pool.deallocate(held)
+
+
+def test_dropped_buffer_is_freed_but_not_returned(k):
+    pool = k.BufferPool(1000, 100)
+    buf = pool.allocate(300, 0)
+    del buf  # as in Java: memory that is never deallocated stays accounted as in use
+    assert pool.available_memory == 700
