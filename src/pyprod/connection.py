@@ -269,30 +269,35 @@ class BrokerConnection:
     # -- receiving --
 
     def read(self, now, max_reads=32):
-        """Read what is available; returns complete frames (bytes-like, without the size).
-        Raises KafkaConnectionError on EOF/error, InvalidReceiveError on a bad frame size."""
+        """Read what is available. Returns (frames, error): the complete frames (bytes-like,
+        without the size prefix) and None, or the error that ends the connection
+        (KafkaConnectionError on EOF/socket error, InvalidReceiveError on a bad frame size);
+        frames that arrived before the error are still returned."""
         if self._rbuf is None:
             self._rbuf = bytearray(_RECV_CHUNK)
             self._rview = memoryview(self._rbuf)
         frames = []
         view = self._rview
-        for _ in range(max_reads):
-            try:
-                n = self.sock.recv_into(self._rbuf)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as e:
-                raise errors.KafkaConnectionError(
-                    "receive from node %s failed: %s" % (self.node_id, e)) from None
-            if n == 0:
-                raise errors.KafkaConnectionError(
-                    "connection to node %s (%s:%s) closed by the broker" % (
-                        self.node_id, self.host, self.port))
-            self.last_activity_ms = now
-            self._parse(view, n, frames)
-            if n < len(self._rbuf):
-                break
-        return frames
+        try:
+            for _ in range(max_reads):
+                try:
+                    n = self.sock.recv_into(self._rbuf)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as e:
+                    raise errors.KafkaConnectionError(
+                        "receive from node %s failed: %s" % (self.node_id, e)) from None
+                if n == 0:
+                    raise errors.KafkaConnectionError(
+                        "connection to node %s (%s:%s) closed by the broker" % (
+                            self.node_id, self.host, self.port))
+                self.last_activity_ms = now
+                self._parse(view, n, frames)
+                if n < len(self._rbuf):
+                    break
+        except errors.KafkaError as e:
+            return frames, e
+        return frames, None
 
     def _parse(self, view, n, frames):
         pos = 0

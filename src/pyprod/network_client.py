@@ -1,0 +1,582 @@
+"""NetworkClient: Java's NetworkClient + Selector + DefaultMetadataUpdater, in one thread.
+
+Only the Sender thread calls it, except wakeup() (any thread). poll() select()s on every broker
+socket plus a wakeup socketpair, does the IO, negotiates ApiVersions on new connections, expires
+requests (a timed-out request closes its connection, failing everything in flight on it), keeps
+the metadata fresh, then runs the response callbacks. Times are monotonic ms (metadata.now_ms).
+"""
+import logging
+import random
+import selectors
+import socket
+import struct
+
+from pyprod import errors
+from pyprod.cluster import Broker, Cluster, PartitionInfo
+from pyprod.connection import (CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, MAX_DELAY_MS,
+                               READY, BrokerConnection, InFlightRequest)
+from pyprod.metadata import now_ms
+from pyprod.protocol import BY_KEY, api_versions, header
+from pyprod.protocol import metadata as metadata_api
+from pyprod.protocol.wire import Reader, Writer
+
+log = logging.getLogger(__name__)
+
+__all__ = ["NetworkClient", "ClientResponse", "DISCONNECTED", "CONNECTING",
+           "CHECKING_API_VERSIONS", "READY", "MAX_DELAY_MS"]
+
+API_VERSIONS_FIRST = 3  # what we ask first; UNSUPPORTED_VERSION answers step down from there
+_I32 = struct.Struct(">i")
+_INTERNAL_API_VERSIONS = "api_versions"
+_INTERNAL_METADATA = "metadata"
+_IDLE_CHECK_MS = 1000
+_R = selectors.EVENT_READ
+_RW = selectors.EVENT_READ | selectors.EVENT_WRITE
+
+
+class ClientResponse:
+    """What a request's callback receives. ``body`` is the response body after the response
+    header (bytes-like), None if ``error`` is set or for requests that expect no response."""
+    __slots__ = ("node_id", "api_key", "api_version", "correlation_id", "body", "error",
+                 "latency_ms")
+
+    def __init__(self, node_id, api_key, api_version, correlation_id, body, error, latency_ms):
+        self.node_id = node_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.body = body
+        self.error = error
+        self.latency_ms = latency_ms
+
+    def __repr__(self):
+        return "ClientResponse(node=%s, api=%d v%d, corr=%d, %s, %dms)" % (
+            self.node_id, self.api_key, self.api_version, self.correlation_id,
+            "error=%r" % (self.error,) if self.error is not None else
+            "%s bytes" % (None if self.body is None else len(self.body)), self.latency_ms)
+
+
+def _api_module(api_key):
+    module = BY_KEY.get(api_key)
+    if module is None:
+        raise errors.UnsupportedVersionError("pyprod does not implement API key %r" % (api_key,))
+    return module
+
+
+def _buffers(body):
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return [body]
+    try:
+        return list(body)
+    except TypeError:
+        raise TypeError("body must be bytes-like or a list of bytes-like, got %s"
+                        % type(body).__name__) from None
+
+
+class NetworkClient:
+    def __init__(self, config, metadata):
+        self.config = config
+        self.metadata = metadata
+        self._client_id = config.get("client_id")
+        self._request_timeout_ms = int(config.get("request_timeout_ms", 30000))
+        self._max_in_flight = int(config.get("max_in_flight_requests_per_connection", 5))
+        self._idle_ms = int(config.get("connections_max_idle_ms", 540000))
+        self._reconnect_backoff_ms = int(config.get("reconnect_backoff_ms", 50))
+        self._auto_create = bool(config.get("allow_auto_create_topics", True))
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, _R, None)
+        self._conns = {}           # node_id -> BrokerConnection (kept across reconnects)
+        self._correlation = 0
+        self._metadata_fetch = None  # (node_id, request_version) while a request is in flight
+        self._completed = []       # ClientResponses whose callbacks run at the end of poll()
+        self._next_idle_check = 0
+        self._closed = False
+
+    # -- connection state --
+
+    def _conn_for(self, node_id):
+        """The node's connection object, created from the current metadata; None if unknown."""
+        conn = self._conns.get(node_id)
+        broker = self.metadata.cluster.broker_metadata(node_id)
+        if conn is None:
+            if broker is None:
+                return None
+            conn = self._conns[node_id] = BrokerConnection(node_id, broker.host, broker.port,
+                                                           self.config)
+        elif broker is not None and conn.state == DISCONNECTED and \
+                (conn.host, conn.port) != (broker.host, broker.port):
+            conn.host, conn.port, conn._addrs = broker.host, broker.port, []
+        return conn
+
+    def _can_send(self, conn):
+        """READY, below max in flight, and nothing left half-written (Java's canSendMore)."""
+        return (conn is not None and conn.state == READY and not conn.wants_write
+                and len(conn.in_flight) < self._max_in_flight)
+
+    def _metadata_update_due(self, now):
+        return self._metadata_fetch is None and self.metadata.time_to_next_update(now) == 0
+
+    def is_ready(self, node_id, now):
+        """Can a request go to node_id now? False while a metadata update is due, so the
+        metadata request goes first (Java)."""
+        return not self._metadata_update_due(now) and self._can_send(self._conns.get(node_id))
+
+    def ready(self, node_id, now):
+        """is_ready(), and if the node is disconnected and its backoff passed, start connecting."""
+        if self.is_ready(node_id, now):
+            return True
+        conn = self._conn_for(node_id)
+        if conn is not None and conn.can_connect(now):
+            self._initiate_connect(conn, now)
+        return False
+
+    def connection_delay(self, node_id, now):
+        """ms to wait before node_id is worth checking: the remaining reconnect backoff if
+        disconnected, 0 if READY with room for a request, MAX_DELAY_MS while connecting or
+        while its in-flight limit is reached (a response or the connection will wake poll)."""
+        conn = self._conns.get(node_id)
+        if conn is None:
+            return 0
+        if conn.state == READY and not self._can_send(conn):
+            return MAX_DELAY_MS
+        return conn.connection_delay(now)
+
+    def is_connection_failed(self, node_id):
+        conn = self._conns.get(node_id)
+        return conn is not None and conn.state == DISCONNECTED and conn.error is not None
+
+    def connection_state(self, node_id):
+        conn = self._conns.get(node_id)
+        return DISCONNECTED if conn is None else conn.state
+
+    def connection_error(self, node_id):
+        """Why node_id's connection last closed (None if it never failed)."""
+        conn = self._conns.get(node_id)
+        return None if conn is None else conn.error
+
+    def connected_nodes(self):
+        return [n for n, c in self._conns.items() if c.state == READY]
+
+    def bootstrap_connected(self):
+        """True once metadata was fetched or some broker connection is READY."""
+        return self.metadata.version > 0 or any(c.state == READY for c in self._conns.values())
+
+    def in_flight_request_count(self, node_id=None):
+        if node_id is not None:
+            conn = self._conns.get(node_id)
+            return 0 if conn is None else len(conn.in_flight)
+        return sum(len(c.in_flight) for c in self._conns.values())
+
+    def has_in_flight(self, node_id=None):
+        return self.in_flight_request_count(node_id) > 0
+
+    def least_loaded_node(self, now):
+        """Java's rule: a READY node with nothing in flight at once, else the READY node with
+        the fewest in flight, else one connecting, else the connectable node tried longest ago.
+        Never a node in reconnect backoff. None if there is no such node."""
+        nodes = self.metadata.cluster.node_ids()
+        if not nodes:
+            return None
+        found_ready = found_connecting = found_can_connect = None
+        least = MAX_DELAY_MS
+        can_connect_at = None
+        offset = random.randrange(len(nodes))
+        for i in range(len(nodes)):
+            node = nodes[(offset + i) % len(nodes)]
+            conn = self._conns.get(node)
+            if self._can_send(conn):
+                n = len(conn.in_flight)
+                if n == 0:
+                    return node
+                if n < least:
+                    least, found_ready = n, node
+            elif conn is not None and conn.state in (CONNECTING, CHECKING_API_VERSIONS):
+                found_connecting = node
+            elif conn is None or conn.can_connect(now):
+                last = -MAX_DELAY_MS if conn is None else conn.last_attempt_ms
+                if found_can_connect is None or last < can_connect_at:
+                    found_can_connect, can_connect_at = node, last
+        if found_ready is not None:
+            return found_ready
+        return found_connecting if found_connecting is not None else found_can_connect
+
+    def api_version(self, node_id, api_key):
+        """Highest version of api_key both pyprod and node_id support."""
+        conn = self._conns.get(node_id)
+        if conn is None or conn.api_versions is None:
+            raise errors.IllegalStateError("node %s has no negotiated API versions "
+                                           "(not connected)" % (node_id,))
+        return api_versions.pick_version(_api_module(api_key), conn.api_versions)
+
+    def broker_api_versions(self, node_id):
+        """{api_key: (min, max)} the broker announced, or None."""
+        conn = self._conns.get(node_id)
+        return None if conn is None or conn.api_versions is None else dict(conn.api_versions)
+
+    # -- connecting --
+
+    def _initiate_connect(self, conn, now):
+        log.debug("Connecting to node %s at %s:%s", conn.node_id, conn.host, conn.port)
+        try:
+            conn.connect(now, self._request_timeout_ms)
+        except errors.KafkaConnectionError as e:
+            self._close(conn, e, now)
+            return
+        self._sel.register(conn.sock, _RW, conn)
+
+    def _on_connected(self, conn, now):
+        try:
+            conn.finish_connect(now)
+        except errors.KafkaConnectionError as e:
+            self._close(conn, e, now)
+            return
+        self._send_api_versions(conn, min(API_VERSIONS_FIRST, api_versions.MAX_VERSION), now)
+
+    def _send_api_versions(self, conn, version, now):
+        self._enqueue(conn, api_versions.API_KEY, version, api_versions.encode_request(version),
+                      True, None, self._request_timeout_ms, now, _INTERNAL_API_VERSIONS)
+
+    def _handle_api_versions(self, conn, req, body, now):
+        try:
+            resp = api_versions.decode_response(req.api_version, body)
+        except errors.KafkaProtocolError as e:
+            self._close(conn, e, now)
+            return
+        ranges = api_versions.version_ranges(resp)
+        if resp.error_code == errors.UnsupportedVersionError.errno:
+            theirs = ranges.get(api_versions.API_KEY)
+            retry = min(theirs[1], api_versions.MAX_VERSION) if theirs else 0
+            if retry >= req.api_version:
+                retry = 0
+            if req.api_version == 0:
+                self._close(conn, errors.UnsupportedVersionError(
+                    "node %s refused ApiVersions v0" % conn.node_id), now)
+                return
+            log.debug("Node %s does not support ApiVersions v%d; retrying with v%d",
+                      conn.node_id, req.api_version, retry)
+            self._send_api_versions(conn, retry, now)
+            return
+        if resp.error_code:
+            self._close(conn, errors.for_code(resp.error_code)(
+                "ApiVersions request to node %s failed" % conn.node_id), now)
+            return
+        conn.set_ready(ranges)
+        log.debug("Node %s is READY (ApiVersions v%d)", conn.node_id, req.api_version)
+
+    # -- sending --
+
+    def _next_correlation_id(self):
+        cid = self._correlation
+        self._correlation = 0 if cid >= 0x7FFFFFFF else cid + 1
+        return cid
+
+    def send(self, node_id, api_key, api_version, body, expects_response=True, callback=None,
+             timeout_ms=None):
+        """Queue a request (body: bytes-like or a list of them, without header or size); the
+        client adds both. Returns the correlation id. callback(ClientResponse) runs in poll();
+        for expects_response=False it runs once the bytes are written."""
+        conn = self._conns.get(node_id)
+        if not self._can_send(conn):
+            raise errors.IllegalStateError(
+                "Attempt to send a request to node %s which is not ready" % (node_id,))
+        module = _api_module(api_key)
+        module.API.check(api_version)
+        now = now_ms()
+        return self._enqueue(conn, api_key, api_version, body, expects_response, callback,
+                             self._request_timeout_ms if timeout_ms is None else timeout_ms,
+                             now, None)
+
+    def _enqueue(self, conn, api_key, version, body, expects_response, callback, timeout_ms,
+                 now, internal):
+        api = _api_module(api_key).API
+        cid = self._next_correlation_id()
+        w = Writer()
+        header.write_request_header(w, api, version, cid, self._client_id)
+        head = w.getvalue()
+        parts = _buffers(body)
+        size = len(head) + sum(memoryview(p).nbytes for p in parts)
+        req = InFlightRequest(cid, api_key, version, header.response_header_version(api, version),
+                              expects_response, callback, now, timeout_ms, internal)
+        conn.enqueue(req, [_I32.pack(size) + head] + parts)
+        self._write(conn, now)
+        return cid
+
+    def _write(self, conn, now):
+        try:
+            done = conn.write(now)
+        except errors.KafkaConnectionError as e:
+            self._close(conn, e, now)
+            return
+        for req in done:  # acks=0 style requests complete once written (Java)
+            self._complete(conn, req, None, None, now)
+        if conn.sock is not None:
+            self._sel.modify(conn.sock, _RW if conn.wants_write else _R, conn)
+
+    # -- closing --
+
+    def _close(self, conn, error, now, request_update=True):
+        if conn.sock is not None:
+            try:
+                self._sel.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+        was = conn.state
+        failed = conn.close(error, now)
+        if error is not None:
+            log.info("Node %s (%s:%s) disconnected%s: %s", conn.node_id, conn.host, conn.port,
+                     " while %s" % was.lower() if was != READY else "", error)
+        for req in failed:
+            if req.internal == _INTERNAL_METADATA:
+                self._metadata_fetch = None
+                self.metadata.failed_update(now)
+            elif req.internal is None:
+                self._complete(conn, req, None, error, now)
+        if request_update:
+            if self._metadata_update_due(now):  # Java: treat as a failed update, to back off
+                self.metadata.failed_update(now)
+            self.metadata.request_update()  # the disconnect may come from stale metadata
+
+    def close_node(self, node_id):
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.state != DISCONNECTED:
+            self._close(conn, errors.KafkaConnectionError("closed by the client"), now_ms(),
+                        request_update=False)
+
+    def close(self):
+        """Close every connection and the selector. Callbacks of requests still in flight are
+        not run (the Sender aborts its incomplete batches itself, as Java's does)."""
+        if self._closed:
+            return
+        self._closed = True
+        now = now_ms()
+        for conn in self._conns.values():
+            if conn.sock is not None:
+                self._close(conn, None, now, request_update=False)
+        self._completed.clear()
+        self._sel.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def wakeup(self):
+        """Interrupt a blocking poll() (thread-safe)."""
+        try:
+            self._wake_w.send(b"x")
+        except (BlockingIOError, InterruptedError):
+            pass  # a wakeup is already pending
+        except OSError:
+            pass  # closed
+
+    # -- polling --
+
+    def poll(self, timeout_ms=None):
+        """Do IO for up to timeout_ms (None: request_timeout_ms), then run callbacks."""
+        if self._closed:
+            raise errors.IllegalStateError("NetworkClient is closed")
+        now = now_ms()
+        metadata_timeout = self._maybe_update_metadata(now)
+        wait = self._request_timeout_ms if timeout_ms is None else timeout_ms
+        wait = min(wait, metadata_timeout, self._next_deadline() - now)
+        if self._completed:
+            wait = 0
+        events = self._sel.select(max(0, wait) / 1000.0)
+        now = now_ms()
+        for key, mask in events:
+            conn = key.data
+            if conn is None:
+                self._drain_wakeups()
+            elif conn.sock is not None:
+                self._handle_io(conn, mask, now)
+        self._handle_timeouts(now)
+        if now >= self._next_idle_check:
+            self._close_idle(now)
+        if self._completed:
+            self._run_callbacks()
+
+    def _drain_wakeups(self):
+        try:
+            while self._wake_r.recv(1024):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def _handle_io(self, conn, mask, now):
+        if conn.state == CONNECTING:
+            self._on_connected(conn, now)
+            if conn.sock is None:
+                return
+        if mask & selectors.EVENT_WRITE and conn.wants_write:
+            self._write(conn, now)
+        if mask & selectors.EVENT_READ and conn.sock is not None:
+            frames, error = conn.read(now)
+            for frame in frames:
+                self._handle_frame(conn, frame, now)
+                if conn.sock is None:
+                    return
+            if error is not None:
+                self._close(conn, error, now)
+
+    def _handle_frame(self, conn, frame, now):
+        try:
+            r = Reader(frame)
+            req = conn.complete_next(r.read_int32())
+            if req.response_header_version >= 1:
+                r.read_tagged_fields()
+        except errors.KafkaError as e:
+            self._close(conn, e, now)
+            return
+        body = memoryview(frame)[r.pos:]
+        if req.internal == _INTERNAL_API_VERSIONS:
+            self._handle_api_versions(conn, req, body, now)
+        elif req.internal == _INTERNAL_METADATA:
+            self._handle_metadata(conn, req, body, now)
+        else:
+            self._complete(conn, req, body, None, now)
+
+    def _complete(self, conn, req, body, error, now):
+        if req.callback is not None:
+            self._completed.append((req.callback, ClientResponse(
+                conn.node_id, req.api_key, req.api_version, req.correlation_id, body, error,
+                now - req.send_ms)))
+
+    def _next_deadline(self):
+        t = MAX_DELAY_MS
+        for conn in self._conns.values():
+            if conn.state != DISCONNECTED:
+                t = min(t, conn.next_deadline())
+        return t
+
+    def _handle_timeouts(self, now):
+        for conn in list(self._conns.values()):
+            if conn.state in (CONNECTING, CHECKING_API_VERSIONS) and now >= conn.connect_deadline_ms:
+                self._close(conn, errors.KafkaConnectionError(
+                    "timed out after %d ms connecting to node %s (%s:%s)" % (
+                        self._request_timeout_ms, conn.node_id, conn.host, conn.port)), now)
+                continue
+            if conn.state == DISCONNECTED or not conn.in_flight:
+                continue
+            req = conn.expired_request(now)
+            if req is not None:
+                self._close(conn, errors.RequestTimedOutError(
+                    "request (api %d, correlation id %d) to node %s timed out after %d ms; "
+                    "closing the connection" % (req.api_key, req.correlation_id, conn.node_id,
+                                                now - req.send_ms)), now)
+
+    def _close_idle(self, now):
+        self._next_idle_check = now + min(_IDLE_CHECK_MS, self._idle_ms)
+        for conn in list(self._conns.values()):
+            if conn.state == READY and not conn.in_flight and not conn.wants_write and \
+                    now - conn.last_activity_ms >= self._idle_ms:
+                log.debug("Closing idle connection to node %s", conn.node_id)
+                self._close(conn, None, now, request_update=False)
+
+    def _run_callbacks(self):
+        done, self._completed = self._completed, []
+        for cb, resp in done:
+            try:
+                cb(resp)
+            except Exception:
+                log.exception("Uncaught error in request completion callback %r", cb)
+
+    # -- metadata updater (Java's DefaultMetadataUpdater) --
+
+    def _maybe_update_metadata(self, now):
+        """Send a MetadataRequest if one is due; returns ms until the next metadata action."""
+        if self._metadata_fetch is not None:
+            return MAX_DELAY_MS  # the response (or its timeout) will wake poll
+        wait = self.metadata.time_to_next_update(now)
+        if wait > 0:
+            return wait
+        node = self.least_loaded_node(now)
+        if node is None:
+            delays = [self.connection_delay(n, now) for n in self.metadata.cluster.node_ids()]
+            return max(1, min(delays, default=self._reconnect_backoff_ms))
+        conn = self._conns.get(node)
+        if self._can_send(conn):
+            self._send_metadata_request(conn, now)
+            return MAX_DELAY_MS
+        if any(c.state in (CONNECTING, CHECKING_API_VERSIONS) for c in self._conns.values()):
+            return self._reconnect_backoff_ms  # let that connection finish first
+        conn = self._conn_for(node)
+        if conn is not None and conn.can_connect(now):
+            self._initiate_connect(conn, now)
+            return self._reconnect_backoff_ms
+        return MAX_DELAY_MS
+
+    def _send_metadata_request(self, conn, now):
+        topics, request_version = self.metadata.metadata_request(now)
+        version = api_versions.pick_version(metadata_api, conn.api_versions)
+        if version == 0 and not topics:
+            body = metadata_api.encode_request(0, None)  # v0 cannot ask for no topics
+        else:
+            body = metadata_api.encode_request(version, topics,
+                                               allow_auto_topic_creation=self._auto_create)
+        self._metadata_fetch = (conn.node_id, request_version)
+        log.debug("Sending metadata request v%d for %s to node %s", version, topics, conn.node_id)
+        self._enqueue(conn, metadata_api.API_KEY, version, body, True, None,
+                      self._request_timeout_ms, now, _INTERNAL_METADATA)
+
+    def _handle_metadata(self, conn, req, body, now):
+        request_version = self._metadata_fetch[1] if self._metadata_fetch else None
+        self._metadata_fetch = None
+        try:
+            resp = metadata_api.decode_response(req.api_version, body)
+        except errors.KafkaProtocolError as e:
+            self.metadata.failed_update(now)
+            self._close(conn, e, now)
+            return
+        if resp.error_code:
+            log.warning("Metadata request to node %s failed: %s", conn.node_id,
+                        errors.for_code(resp.error_code).__name__)
+            self.metadata.failed_update(now)
+            return
+        if not resp.brokers:
+            log.debug("Ignoring metadata response with no brokers from node %s", conn.node_id)
+            self.metadata.failed_update(now)
+            return
+        cluster = cluster_from_response(resp)
+        if cluster.topic_errors:
+            log.debug("Metadata topic errors: %s", {
+                t: e.__name__ for t, e in cluster.topic_errors.items()})
+        self.metadata.update(cluster, now, request_version)
+        for node_id, c in list(self._conns.items()):  # bootstrap connections are not needed now
+            if node_id < 0 and cluster.broker_metadata(node_id) is None:
+                if not c.in_flight and c.sock is not None:
+                    self._close(c, None, now, request_update=False)
+                if c.state == DISCONNECTED:
+                    del self._conns[node_id]
+
+
+def cluster_from_response(resp):
+    """A Cluster from a decoded MetadataResponse."""
+    brokers = {b.node_id: Broker(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
+    topics, topic_errors, unauthorized, invalid, internal = {}, {}, set(), set(), set()
+    for t in resp.topics:
+        name = t.name
+        if name is None:
+            continue
+        if t.error_code:
+            err = errors.for_code(t.error_code)
+            topic_errors[name] = err
+            if err is errors.TopicAuthorizationFailedError:
+                unauthorized.add(name)
+            elif err is errors.InvalidTopicError:
+                invalid.add(name)
+            if not t.partitions:
+                continue
+        if t.is_internal:
+            internal.add(name)
+        parts = {}
+        for p in t.partitions:
+            leader = p.leader_id if p.leader_id in brokers else -1
+            parts[p.partition_index] = PartitionInfo(
+                name, p.partition_index, leader, p.leader_epoch, tuple(p.replica_nodes),
+                tuple(p.isr_nodes), tuple(p.offline_replicas or ()))
+        topics[name] = parts
+    controller = resp.controller_id if resp.controller_id is not None and \
+        resp.controller_id >= 0 else None
+    return Cluster(brokers, topics, cluster_id=resp.cluster_id, controller_id=controller,
+                   unauthorized_topics=unauthorized, invalid_topics=invalid,
+                   topic_errors=topic_errors, internal_topics=internal)
