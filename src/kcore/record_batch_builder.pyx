@@ -337,7 +337,10 @@ cdef object _compress(int codec, object data):
     if codec == 1:
         return cramjam.gzip.compress(data)
     if codec == 3:
-        return cramjam.lz4.compress(data)
+        # LZ4 frame; Kafka needs independent blocks (KIP-57), no content checksum as Java
+        lz4 = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+        lz4.compress(bytes(data))   # the streaming API takes no memoryview
+        return lz4.finish()
     if codec == 4:
         return cramjam.zstd.compress(data, level=ZSTD_LEVEL)
     # snappy, xerial framing: magic header, then [int32 length][raw block] per 32 KiB of input
