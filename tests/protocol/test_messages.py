@@ -250,7 +250,7 @@ def test_produce_request_golden(version, transactional_id):
 def test_produce_frame_structure():
     batches = _batches()
     frame = produce.encode_request_frame(9, 7, None, 1, 1000, batches)
-    assert isinstance(frame, bytearray)
+    assert isinstance(frame, bytes)
     size = header.frame_size(frame[:4])
     assert size == len(frame) - 4
     hdr, r = header.read_request_header(frame[4:], FLEXIBLE_FROM)

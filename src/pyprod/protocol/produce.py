@@ -120,12 +120,12 @@ def _frame(version, correlation_id, client_id, acks, timeout_ms, batches, transa
 
 def encode_request_frame(version, correlation_id, client_id, acks, timeout_ms, batches,
                          transactional_id=None):
-    """Whole request (size prefix, header, body) as one bytearray, each batch copied once.
+    """Whole request (size prefix, header, body) as bytes, each batch copied once.
 
     batches: iterable of (topic, partition, batch bytes).
     """
-    return _frame(version, correlation_id, client_id, acks, timeout_ms, batches,
-                  transactional_id, None).getbuffer()
+    return b"".join(_frame(version, correlation_id, client_id, acks, timeout_ms, batches,
+                           transactional_id, 0).buffers())
 
 
 def encode_request_buffers(version, correlation_id, client_id, acks, timeout_ms, batches,

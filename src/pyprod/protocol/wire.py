@@ -305,6 +305,9 @@ class Reader:
 
     def read_uvarint(self, what="unsigned varint", bits=32):
         mv, pos, end = self._mv, self._pos, self._end
+        if pos < end and mv[pos] < 0x80:  # one byte: the usual case
+            self._pos = pos + 1
+            return mv[pos]
         result = shift = 0
         while shift < bits:
             if pos >= end:
@@ -375,6 +378,10 @@ class Reader:
                                      % (n, self._end - self._pos, self._pos))
         return n
 
+    def unpack(self, st):
+        """Values of a struct.Struct read at the current position."""
+        return st.unpack_from(self._mv, self._take(st.size, "fields"))
+
     def read_int32_array(self, n):
         pos = self._take(4 * n, "int32 array")
         return struct.unpack_from(">%di" % n, self._mv, pos)
@@ -392,10 +399,14 @@ class Reader:
         return Reader(self._mv, self._pos, self._end)
 
     def skip(self, n, what="bytes"):
+        if n < 0:
+            raise ValueError("cannot skip %d bytes" % n)
         self._take(n, what)
 
     def sub(self, n, what="field"):
         """A Reader over the next ``n`` bytes; this reader moves past them."""
+        if n < 0:
+            raise ValueError("negative sub-reader size %d" % n)
         pos = self._take(n, what)
         return Reader(self._mv, pos, pos + n)
 
@@ -404,6 +415,10 @@ class Reader:
 
         ``handlers`` maps tag -> fn(reader over the field's bytes); returns {tag: fn result}.
         """
+        pos = self._pos
+        if pos < self._end and self._mv[pos] == 0:  # the usual case: no tagged fields
+            self._pos = pos + 1
+            return {}
         count = self.read_uvarint("tagged field count")
         if count * 2 > self._end - self._pos:
             raise KafkaProtocolError("%d tagged fields cannot fit in the %d bytes left (offset %d)"
@@ -497,8 +512,7 @@ class Field:
         if t in ("bytes", "records"):
             return lambda r: r.read_bytes(flexible, nullable or t == "records")
         if t == "struct":
-            sub = self.struct
-            return lambda r: sub.decode(r, version, flexible)
+            return self.struct.decoder(version, flexible)
         if self.elem == "int32":
             def read_ints(r):
                 n = r.read_array_len(flexible, nullable, 4)
@@ -508,8 +522,7 @@ class Field:
             item = Field("item", self.elem).reader(version, flexible)
             size = _SCALARS[self.elem][3] if self.elem in _SCALARS else 1
         else:
-            sub = self.struct
-            item = lambda r: sub.decode(r, version, flexible)  # noqa: E731
+            item = self.struct.decoder(version, flexible)
             size = 1
 
         def read_array(r):
@@ -553,6 +566,11 @@ def _get(value, name, default):
     return getattr(value, name, default)
 
 
+_FIXED_FORMATS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q",
+                  "float64": "d", "bool": "?"}
+_CONST, _UNPACK, _READ = 0, 1, 2
+
+
 class Struct:
     """An ordered set of Fields with a namedtuple type for decoded values."""
 
@@ -560,47 +578,77 @@ class Struct:
         self.name = name
         self.fields = tuple(fields)
         self.type = namedtuple(name, [f.name for f in self.fields])
-        self._plans = {}
-
-    def _plan(self, version, flexible):
-        key = (version, flexible)
-        plan = self._plans.get(key)
-        if plan is None:
-            plain, tagged = [], {}
-            for i, f in enumerate(self.fields):
-                if not f.present(version):
-                    continue
-                if f.tag is None:
-                    plain.append((i, f))
-                elif flexible:
-                    tagged[f.tag] = (i, f)
-            plan = self._plans[key] = (
-                tuple((i, f.reader(version, flexible)) for i, f in plain),
-                tuple((f.name, f.default, f.writer(version, flexible)) for i, f in plain),
-                {tag: f.reader(version, flexible) for tag, (i, f) in tagged.items()},
-                {tag: i for tag, (i, f) in tagged.items()},
-                tuple(sorted((tag, f.name, f.default, f.writer(version, flexible))
-                             for tag, (i, f) in tagged.items())),
-            )
-        return plan
-
-    def defaults(self):
-        return [f.default for f in self.fields]
+        self._decoders = {}
+        self._encoders = {}
 
     def decode(self, r, version, flexible):
-        readers, _, tag_readers, tag_index, _ = self._plan(version, flexible)
-        vals = self.defaults()
-        for i, read in readers:
-            vals[i] = read(r)
-        if flexible:
-            for tag, v in r.read_tagged_fields(tag_readers).items():
-                vals[tag_index[tag]] = v
-        return self.type._make(vals)
+        return self.decoder(version, flexible)(r)
+
+    def decoder(self, version, flexible):
+        """fn(reader) -> namedtuple for this version, compiled once and cached."""
+        fn = self._decoders.get((version, flexible))
+        if fn is None:
+            fn = self._decoders[(version, flexible)] = self._compile_decoder(version, flexible)
+        return fn
+
+    def _compile_decoder(self, version, flexible):
+        # Steps in field order; runs of fixed-size fields are read with one struct unpack.
+        steps, run, tag_readers, tag_index = [], [], {}, {}
+
+        def end_run():
+            if run:
+                steps.append((_UNPACK, struct.Struct(">" + "".join(run))))
+                del run[:]
+
+        for i, f in enumerate(self.fields):
+            if f.present(version) and f.tag is None:
+                fmt = _FIXED_FORMATS.get(f.type)
+                if fmt is not None:
+                    run.append(fmt)
+                    continue
+                end_run()
+                steps.append((_READ, f.reader(version, flexible)))
+                continue
+            end_run()
+            steps.append((_CONST, f.default))
+            if f.tag is not None and flexible and f.present(version):
+                tag_readers[f.tag] = f.reader(version, flexible)
+                tag_index[f.tag] = i
+        end_run()
+        make = self.type._make
+        steps = tuple(steps)
+
+        def decode(r):
+            vals = []
+            for kind, arg in steps:
+                if kind == _UNPACK:
+                    vals.extend(r.unpack(arg))
+                elif kind == _READ:
+                    vals.append(arg(r))
+                else:
+                    vals.append(arg)
+            if flexible:
+                for tag, v in r.read_tagged_fields(tag_readers).items():
+                    vals[tag_index[tag]] = v
+            return make(vals)
+        return decode
+
+    def _encode_plan(self, version, flexible):
+        plan = self._encoders.get((version, flexible))
+        if plan is None:
+            present = [f for f in self.fields if f.present(version)]
+            plan = self._encoders[(version, flexible)] = (
+                tuple((f.name, f.default, f.writer(version, flexible))
+                      for f in present if f.tag is None),
+                tuple(sorted((f.tag, f.name, f.default, f.writer(version, flexible))
+                             for f in present if f.tag is not None and flexible)),
+            )
+        return plan
 
     def encode(self, w, value, version, flexible):
         """Write ``value``: a dict, a plain tuple in field order, or an object with the field
         names as attributes (our namedtuples); missing names take the field default."""
-        _, writers, _, _, tag_writers = self._plan(version, flexible)
+        writers, tag_writers = self._encode_plan(version, flexible)
         if type(value) is tuple:
             if len(value) != len(self.fields):
                 raise TypeError("%s needs %d values, got %r" % (self.name, len(self.fields), value))
