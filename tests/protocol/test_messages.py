@@ -158,7 +158,9 @@ def _kp_bytes(kp_class, version, **kwargs):
 @needs_kp
 @pytest.mark.parametrize("version", range(api_versions.MIN_VERSION, api_versions.MAX_VERSION + 1))
 def test_api_versions_request_golden(version):
-    kw = {"client_software_name": "pyprod", "client_software_version": "0.1.0"} if version >= 3 else {}
+    kw = {}
+    if version >= 3:
+        kw = {"client_software_name": "pyprod", "client_software_version": "0.1.0"}
     assert api_versions.encode_request(version, "pyprod", "0.1.0") == \
         _kp_bytes(ApiVersionsRequest, version, **kw)
     if version >= 3:
@@ -303,8 +305,8 @@ def test_find_coordinator_view():
     old = find_coordinator.RESPONSE.type(0, 0, None, 3, "h", 9092, ())
     assert find_coordinator.coordinator(old, "g") == ("g", 3, "h", 9092, 0, None)
     C = find_coordinator.Coordinator.type
-    new = find_coordinator.RESPONSE.type(0, 0, None, 0, "", 0, (C("a", 1, "h1", 1, 0, None),
-                                                                 C("b", 2, "h2", 2, 15, "x")))
+    coords = (C("a", 1, "h1", 1, 0, None), C("b", 2, "h2", 2, 15, "x"))
+    new = find_coordinator.RESPONSE.type(0, 0, None, 0, "", 0, coords)
     assert find_coordinator.coordinator(new, "b").node_id == 2
     assert find_coordinator.coordinator(new).key == "a"
     with pytest.raises(KeyError):

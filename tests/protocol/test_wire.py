@@ -1,5 +1,4 @@
 """Reader/Writer primitives and the Struct codec."""
-import random
 import uuid
 
 import pytest
@@ -277,8 +276,8 @@ def test_parse_versions():
     assert parse_versions("none") is None and parse_versions(None) is None
 
 
-Inner = Struct("Inner", [Field("a", "int32"), Field("s", "string", "1+", nullable="2+",
-                                                     default=None)])
+Inner = Struct("Inner", [Field("a", "int32"),
+                         Field("s", "string", "1+", nullable="2+", default=None)])
 Outer = Struct("Outer", [
     Field("x", "int16"),
     Field("items", "[]", fields=Inner),
@@ -292,9 +291,9 @@ Outer = Struct("Outer", [
 
 @pytest.mark.parametrize("version,flexible", [(0, False), (1, False), (2, False), (3, True)])
 def test_struct_round_trip_and_defaults(version, flexible):
-    I = Inner.type
-    value = {"x": 5, "items": [I(1, "p"), {"a": 2, "s": None if version >= 2 else "q"}],
-             "ids": [3, 4], "names": ["n"], "only_old": 9, "tagged": I(7, "t"), "tagged_num": 3}
+    In = Inner.type
+    value = {"x": 5, "items": [In(1, "p"), {"a": 2, "s": None if version >= 2 else "q"}],
+             "ids": [3, 4], "names": ["n"], "only_old": 9, "tagged": In(7, "t"), "tagged_num": 3}
     w = Writer()
     Outer.encode(w, value, version, flexible)
     r = Reader(w.getvalue())
@@ -305,7 +304,7 @@ def test_struct_round_trip_and_defaults(version, flexible):
     assert out.ids == ((3, 4) if version >= 1 else ())
     assert out.names == (("n",) if version >= 2 else ())
     assert out.only_old == (9 if version <= 1 else -1)
-    assert out.tagged == (I(7, "t") if version >= 3 else None)
+    assert out.tagged == (In(7, "t") if version >= 3 else None)
     assert out.tagged_num == (3 if version >= 3 else -1)
     assert type(out).__name__ == "Outer" and type(out.items[0]).__name__ == "Inner"
 

@@ -1,6 +1,6 @@
 """Kafka wire protocol: request/response framing for the APIs the producer uses.
 
-Each message module has API (an wire.Api), API_KEY, MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM,
+Each message module has API (a wire.Api), API_KEY, MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM,
 encode_request(version, ...) -> body bytes and decode_response(version, data) -> namedtuple.
 header.py frames requests and reads response headers; wire.py holds Reader/Writer and the
 declarative Struct codec the modules share.

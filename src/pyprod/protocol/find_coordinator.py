@@ -35,7 +35,8 @@ API = Api(10, "FindCoordinator", 0, 5, 3, REQUEST, RESPONSE)
 API_KEY, MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM = API.key, API.min_version, API.max_version, \
     API.flexible_from
 
-CoordinatorResult = namedtuple("CoordinatorResult", "key node_id host port error_code error_message")
+CoordinatorResult = namedtuple("CoordinatorResult",
+                               "key node_id host port error_code error_message")
 
 
 def encode_request(version, key, key_type=GROUP):

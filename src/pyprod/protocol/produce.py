@@ -104,7 +104,8 @@ def encode_request(version, acks, timeout_ms, topic_data, transactional_id=None)
 
 
 def group_batches(batches):
-    """[(topic, partition, batch)] -> [(topic, [(partition, batch)])], topics in first-seen order."""
+    """[(topic, partition, batch)] -> [(topic, [(partition, batch)])], topics in first-seen
+    order."""
     topics = {}
     for topic, partition, batch in batches:
         topics.setdefault(topic, []).append((partition, batch))

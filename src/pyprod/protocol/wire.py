@@ -1,4 +1,4 @@
-"""Kafka wire primitives: Writer and Reader.
+"""Kafka wire primitives (Writer, Reader) and the declarative Struct codec the messages share.
 
 Writer appends to a bytearray; large payloads (record batches) can be kept by reference
 (``zero_copy_min``) so a frame is handed to ``socket.sendmsg`` without copying them at all.
@@ -9,6 +9,9 @@ negative or absurd length, bad UTF-8, overlong varint, null where not allowed) r
 UnicodeDecodeError escapes.
 
 "compact" is the flexible-version encoding (unsigned varint length + 1, 0 meaning null).
+
+Field/Struct describe a message like Kafka's JSON schemas do; Api bundles a request and a
+response Struct with the API key and the versions pyprod supports.
 """
 import struct
 import uuid
@@ -24,7 +27,6 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
-_BOOL = struct.Struct(">?")
 
 ZERO_UUID = uuid.UUID(int=0)
 _U32_MAX = 0xFFFFFFFF
@@ -244,7 +246,8 @@ class Reader:
         try:
             mv = memoryview(data)
         except TypeError:
-            raise TypeError("Reader needs a bytes-like object, got %s" % type(data).__name__) from None
+            raise TypeError("Reader needs a bytes-like object, got %s"
+                            % type(data).__name__) from None
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
         size = mv.nbytes
