@@ -464,6 +464,17 @@ def test_every_truncation_raises_protocol_error(module, version):
 
 
 @pytest.mark.parametrize("module,version", CASES, ids=IDS)
+def test_trailing_bytes_allowed_when_not_strict(module, version):
+    value = samples(module, version, 1)[0]
+    data = module.API.encode_response(version, value) + b"\x00\x01"
+    assert module.decode_response(version, data, strict=False) == value
+    frame = header.write_response_frame(module.API, version, 3, data)
+    assert header.decode_response(module, version, frame[4:], strict=False) == (3, value)
+    with pytest.raises(KafkaProtocolError, match="trailing"):
+        header.decode_response(module, version, frame[4:])
+
+
+@pytest.mark.parametrize("module,version", CASES, ids=IDS)
 def test_truncated_frames_raise_protocol_error(module, version):
     value = samples(module, version, 1)[0]
     frame = header.write_response_frame(module.API, version, 9,

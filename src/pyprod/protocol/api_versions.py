@@ -57,8 +57,11 @@ def encode_request(version, client_software_name="pyprod", client_software_versi
                                         "client_software_version": client_software_version})
 
 
-def decode_response(version, data):
-    """ApiVersionsResponse namedtuple. An UNSUPPORTED_VERSION answer in a v0 body decodes as v0."""
+def decode_response(version, data, strict=True):
+    """ApiVersionsResponse namedtuple. An UNSUPPORTED_VERSION answer in a v0 body decodes as v0.
+
+    strict=False ignores bytes after a complete message.
+    """
     r = as_reader(data)
     if version > 0:
         probe = r.fork()
@@ -67,7 +70,7 @@ def decode_response(version, data):
                 return API.decode_response(0, r.fork())
             except KafkaProtocolError:
                 pass  # not a v0 body after all: decode as asked
-    return API.decode_response(version, r)
+    return API.decode_response(version, r, strict)
 
 
 def version_ranges(response):

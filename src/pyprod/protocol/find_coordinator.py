@@ -46,8 +46,8 @@ def encode_request(version, key, key_type=GROUP):
                                         "coordinator_keys": (key,)})
 
 
-def decode_response(version, data):
-    return API.decode_response(version, data)
+def decode_response(version, data, strict=True):
+    return API.decode_response(version, data, strict)
 
 
 def coordinator(response, key=None):

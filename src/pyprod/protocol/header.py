@@ -63,14 +63,14 @@ def read_response_header(r, api, version, expected_correlation_id=None):
     return correlation_id
 
 
-def decode_response(module, version, data, expected_correlation_id=None):
+def decode_response(module, version, data, expected_correlation_id=None, strict=True):
     """Header + body of one response frame (without its size prefix).
 
     ``module`` is a message module (api_versions, metadata, ...). Returns (correlation_id, body).
     """
     r = as_reader(data)
     correlation_id = read_response_header(r, module.API, version, expected_correlation_id)
-    return correlation_id, module.decode_response(version, r)
+    return correlation_id, module.decode_response(version, r, strict)
 
 
 def read_request_header(data, flexible_from):

@@ -30,6 +30,6 @@ def encode_request(version, transactional_id=None, transaction_timeout_ms=60000,
     })
 
 
-def decode_response(version, data):
+def decode_response(version, data, strict=True):
     """InitProducerIdResponse(throttle_time_ms, error_code, producer_id, producer_epoch)."""
-    return API.decode_response(version, data)
+    return API.decode_response(version, data, strict)

@@ -83,7 +83,7 @@ def encode_request(version, topics=None, allow_auto_topic_creation=True,
     })
 
 
-def decode_response(version, data):
+def decode_response(version, data, strict=True):
     """MetadataResponse(throttle_time_ms, brokers, cluster_id, controller_id, topics,
     cluster_authorized_operations, error_code); absent fields hold their defaults."""
-    return API.decode_response(version, data)
+    return API.decode_response(version, data, strict)

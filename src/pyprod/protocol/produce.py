@@ -137,14 +137,14 @@ def encode_request_buffers(version, correlation_id, client_id, acks, timeout_ms,
                   transactional_id, zero_copy_min).buffers()
 
 
-def decode_response(version, data):
+def decode_response(version, data, strict=True):
     """ProduceResponse(responses, throttle_time_ms, node_endpoints).
 
     responses: TopicProduceResponse(name, partition_responses) with PartitionProduceResponse(
     index, error_code, base_offset, log_append_time_ms, log_start_offset, record_errors,
     error_message, current_leader); current_leader is a LeaderIdAndEpoch or None.
     """
-    return API.decode_response(version, data)
+    return API.decode_response(version, data, strict)
 
 
 def partition_results(response):

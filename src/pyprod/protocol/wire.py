@@ -699,18 +699,20 @@ class Api:
         struct.encode(w, value, version, self.flexible(version))
         return w.getvalue()
 
-    def _decode(self, struct, version, data):
+    def _decode(self, struct, version, data, strict=True):
         self.check(version)
         r = as_reader(data)
         value = struct.decode(r, version, self.flexible(version))
-        r.expect_end("%s v%d" % (struct.name, version))
+        if strict:
+            r.expect_end("%s v%d" % (struct.name, version))
         return value
 
     def encode_request(self, version, value):
         return self._encode(self.request, version, value)
 
-    def decode_response(self, version, data):
-        return self._decode(self.response, version, data)
+    def decode_response(self, version, data, strict=True):
+        """strict=False ignores bytes after a complete message (the Java client does)."""
+        return self._decode(self.response, version, data, strict)
 
     # the broker's side, for tests and mock brokers
     def encode_response(self, version, value):
