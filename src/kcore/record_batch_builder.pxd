@@ -27,6 +27,7 @@ cdef class RecordBatchBuilder:
     cdef int codec               # attributes codec id, 0 = none
     cdef int16_t attrs
     cdef int32_t count
+    cdef int nlen                # size of the last record's length varint
     cdef int64_t base_ts, max_ts
     cdef int64_t producer_id
     cdef int16_t producer_epoch

@@ -12,7 +12,7 @@ from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
 from libc.stdint cimport (INT32_MAX, int16_t, int32_t, int64_t, uint16_t, uint32_t,
                           uint64_t, uint8_t)
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memmove
 
 from kcore.crc cimport crc32c_update
 from kcore.varint cimport varint_size, write_varint
@@ -33,7 +33,7 @@ cdef extern from "Python.h":
 __all__ = ["RecordBatchBuilder", "RECORD_BATCH_HEADER_SIZE"]
 
 RECORD_BATCH_HEADER_SIZE = RBB_HEADER_SIZE
-_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+cdef dict _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 cdef enum:
     TRANSACTIONAL = 0x10
@@ -44,7 +44,9 @@ cdef enum:
     ZSTD_LEVEL = 3                 # the Java client's default
     CRC_AT = 17
     ATTRS_AT = 21
-    SLACK = 32                     # spare bytes after a record allowing fixed-size copies
+    SLACK = 64                     # spare bytes kept after the records when growing
+    # largest encoding of a record's varints + 10 bytes of room for write_varint
+    MAX_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5 + 10
 
 cdef bytes SNAPPY_MAGIC = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
 
@@ -111,13 +113,76 @@ cdef int _grow(RecordBatchBuilder b, Py_ssize_t need) noexcept nogil:
     return 0
 
 
-cdef inline uint8_t* _put(uint8_t* p, const uint8_t* src, Py_ssize_t n, bint slack) noexcept nogil:
-    """Copy a short piece (n <= SLACK); with slack, as a fixed-size (inlined) copy."""
-    if slack:
-        memcpy(p, src, SLACK)
-    else:
-        memcpy(p, src, <size_t>n)
-    return p + n
+cdef uint8_t V_ZERO, V_NULL   # the one-byte encodings of 0 and -1 (null), from kcore.varint
+
+
+cdef inline uint8_t* _varint(uint8_t* p, int64_t v) noexcept nogil:
+    """write_varint, without the call for 0 and -1 (most records have several of those)."""
+    if v == 0:
+        p[0] = V_ZERO
+        return p + 1
+    if v == -1:
+        p[0] = V_NULL
+        return p + 1
+    return p + write_varint(p, v)
+
+
+cdef inline uint8_t* _fields(uint8_t* p, int64_t delta, int32_t count,
+                            const uint8_t* key, Py_ssize_t klen,
+                            const uint8_t* value, Py_ssize_t vlen,
+                            const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
+    """Write a record's body (everything after its length) at p; returns its end."""
+    p[0] = 0                                        # record attributes
+    p = _varint(p + 1, delta)                       # timestampDelta
+    p = _varint(p, count)                           # offsetDelta
+    p = _varint(p, klen)
+    if klen > 0:
+        memcpy(p, key, <size_t>klen)
+        p += klen
+    p = _varint(p, vlen)
+    if vlen > 0:
+        memcpy(p, value, <size_t>vlen)
+        p += vlen
+    p = _varint(p, hcount)
+    if hlen:
+        memcpy(p, headers, <size_t>hlen)
+        p += hlen
+    return p
+
+
+cdef inline int _commit(RecordBatchBuilder b, Py_ssize_t need, int64_t ts) noexcept nogil:
+    if b.count == 0:
+        b.base_ts = ts
+        b.max_ts = ts
+    elif ts > b.max_ts:
+        b.max_ts = ts
+    b.pos = need
+    b.count += 1
+    return RBB_APPENDED
+
+
+cdef int _append_exact(RecordBatchBuilder b, int64_t ts, int64_t delta,
+                       const uint8_t* key, Py_ssize_t klen, const uint8_t* value, Py_ssize_t vlen,
+                       const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
+    """_append near the end of the buffer: exact size first, grow only if it does not fit."""
+    cdef Py_ssize_t body, need
+    cdef uint8_t* start
+    body = (1 + varint_size(delta) + varint_size(b.count) + varint_size(klen)
+            + varint_size(vlen) + varint_size(hcount) + hlen)
+    body += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
+    if body > INT32_MAX:
+        return RBB_TOO_LARGE
+    need = b.pos + varint_size(body) + body
+    if need - 12 > INT32_MAX:
+        return RBB_TOO_LARGE
+    if b.count and need > b.max_size:
+        return RBB_FULL
+    if need > b.cap and _grow(b, need) < 0:
+        return RBB_NO_MEMORY
+    start = b.buf + b.pos
+    _fields(start + write_varint(start, body), delta, b.count, key, klen, value, vlen,
+            headers, hlen, hcount)
+    return _commit(b, need, ts)
 
 
 cdef inline int _append(RecordBatchBuilder b, int64_t ts, const uint8_t* key, Py_ssize_t klen,
@@ -125,8 +190,8 @@ cdef inline int _append(RecordBatchBuilder b, int64_t ts, const uint8_t* key, Py
                         const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
     cdef int32_t count = b.count
     cdef int64_t delta = 0
-    cdef Py_ssize_t body, need
-    cdef uint8_t* p
+    cdef Py_ssize_t body, need, nlen, guess
+    cdef uint8_t* start
     if b.built:
         return RBB_BUILT
     if klen < 0:
@@ -138,46 +203,43 @@ cdef inline int _append(RecordBatchBuilder b, int64_t ts, const uint8_t* key, Py
         return RBB_TOO_LARGE
     if count:
         delta = <int64_t>(<uint64_t>ts - <uint64_t>b.base_ts)   # wraps like Java's long
-    body = (1 + varint_size(delta) + varint_size(count) + varint_size(klen)
-            + varint_size(vlen) + varint_size(hcount) + hlen)
-    if klen > 0:
-        body += klen
-    if vlen > 0:
-        body += vlen
+    if b.pos + hlen + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) \
+            + MAX_RECORD_OVERHEAD > b.cap:
+        return _append_exact(b, ts, delta, key, klen, value, vlen, headers, hlen, hcount)
+    # Room for the largest encoding: write the body in place right away, after a length of
+    # the size the previous record's had, and move it in the rare case that was wrong.
+    start = b.buf + b.pos
+    guess = b.nlen
+    body = _fields(start + guess, delta, count, key, klen, value, vlen,
+                   headers, hlen, hcount) - (start + guess)
     if body > INT32_MAX:
         return RBB_TOO_LARGE
-    need = b.pos + varint_size(body) + body
+    nlen = varint_size(body)
+    need = b.pos + nlen + body
     if need - 12 > INT32_MAX:
         return RBB_TOO_LARGE
     if count and need > b.max_size:
         return RBB_FULL
-    if need > b.cap and _grow(b, need) < 0:
-        return RBB_NO_MEMORY
-    p = b.buf + b.pos
-    p += write_varint(p, body)
-    p[0] = 0                                        # record attributes
-    p += 1
-    p += write_varint(p, delta)
-    p += write_varint(p, count)                     # offsetDelta
-    p += write_varint(p, klen)
-    if klen > 0:
-        memcpy(p, key, <size_t>klen)
-        p += klen
-    p += write_varint(p, vlen)
-    if vlen > 0:
-        memcpy(p, value, <size_t>vlen)
-        p += vlen
-    p += write_varint(p, hcount)
-    if hlen:
-        memcpy(p, headers, <size_t>hlen)
-    b.pos = need
-    if count == 0:
-        b.base_ts = ts
-        b.max_ts = ts
-    elif ts > b.max_ts:
-        b.max_ts = ts
-    b.count = count + 1
-    return RBB_APPENDED
+    if nlen != guess:
+        memmove(start + nlen, start + guess, <size_t>body)
+        b.nlen = <int>nlen
+    write_varint(start, body)
+    return _commit(b, need, ts)
+
+
+cdef int _init_constants() except -1:
+    global V_ZERO, V_NULL
+    cdef uint8_t tmp[16]
+    if write_varint(tmp, 0) != 1:
+        raise ImportError("kcore.varint: unexpected encoding of 0")
+    V_ZERO = tmp[0]
+    if write_varint(tmp, -1) != 1:
+        raise ImportError("kcore.varint: unexpected encoding of -1")
+    V_NULL = tmp[0]
+    return 0
+
+
+_init_constants()
 
 
 # ---- helpers (GIL) ----
@@ -236,7 +298,7 @@ cdef int64_t _timestamp(object ts) except? -1:
 cdef int64_t _int_in(object v, str name, int bits) except? -1:
     cdef int64_t lim
     cdef int overflow = 0
-    cdef long long x = PyLong_AsLongLongAndOverflow(index(v), &overflow)
+    cdef long long x = PyLong_AsLongLongAndOverflow(v if PyLong_Check(v) else index(v), &overflow)
     lim = (<int64_t>1) << (bits - 1) if bits < 64 else 0
     if overflow or (bits < 64 and not -lim <= x < lim):
         raise ValueError("%s out of int%d range: %d" % (name, bits, v))
@@ -337,8 +399,9 @@ cdef object _compress(int codec, object data):
     if codec == 1:
         return cramjam.gzip.compress(data)
     if codec == 3:
-        # LZ4 frame; Kafka needs independent blocks (KIP-57), no content checksum as Java
-        lz4 = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+        # LZ4 frame; Kafka needs independent blocks (KIP-57), no content checksum as Java;
+        # fast mode as kafka-python and librdkafka (Java >= 3.8 defaults to HC level 9)
+        lz4 = cramjam.lz4.Compressor(level=0, block_linked=False, content_checksum=False)
         lz4.compress(bytes(data))   # the streaming API takes no memoryview
         return lz4.finish()
     if codec == 4:
@@ -401,10 +464,15 @@ cdef class RecordBatchBuilder:
     def __init__(self, max_size, compression="none", producer_id=-1, producer_epoch=-1,
                  base_sequence=-1, transactional=False):
         cdef object codec
+        cdef int overflow = 0
+        cdef long long size
         if self.count or self.built:
             raise IllegalStateError("RecordBatchBuilder already in use")
-        max_size = index(max_size)
-        if max_size < 0:
+        size = PyLong_AsLongLongAndOverflow(
+            max_size if PyLong_Check(max_size) else index(max_size), &overflow)
+        if overflow > 0 or size > (<long long>1 << 62):
+            size = <long long>1 << 62
+        elif size < 0 or overflow < 0:
             raise ValueError("max_size must be >= 0, got %d" % max_size)
         if compression is None:
             codec = 0
@@ -413,13 +481,14 @@ cdef class RecordBatchBuilder:
             if codec is None:
                 raise UnsupportedCodecError("unknown compression %r (expected one of %s)"
                                             % (compression, ", ".join(_CODECS)))
-        self.max_size = min(max_size, 1 << 62)
+        self.max_size = <Py_ssize_t>size
         self.codec = codec
         self.attrs = <int16_t>(self.codec | (TRANSACTIONAL if transactional else 0))
         self.producer_id = _int_in(producer_id, "producer_id", 64)
         self.producer_epoch = <int16_t>_int_in(producer_epoch, "producer_epoch", 16)
         self.base_sequence = <int32_t>_int_in(base_sequence, "base_sequence", 32)
         self.pos = RBB_HEADER_SIZE
+        self.nlen = 1
         self.base_ts = -1
         self.max_ts = -1
 
