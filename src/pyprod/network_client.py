@@ -157,6 +157,10 @@ class NetworkClient:
         conn = self._conns.get(node_id)
         return None if conn is None else conn.error
 
+    def connection(self, node_id):
+        """The node's BrokerConnection (diagnostics and tests), or None."""
+        return self._conns.get(node_id)
+
     def connected_nodes(self):
         return [n for n, c in self._conns.items() if c.state == READY]
 
