@@ -397,6 +397,21 @@ def test_api_versions_unsupported_falls_back_to_v0(version):
         assert resp.throttle_time_ms == 0
 
 
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_api_versions_unsupported_in_unknown_layout(version):
+    # librdkafka's mock cluster: error, a 1-byte count, one v0 entry, throttle, no tags
+    body = bytes.fromhex("00230100120000000200000000")
+    resp = api_versions.decode_response(version, body)
+    assert resp.error_code == 35 and resp.api_keys == ()
+    with pytest.raises(KafkaProtocolError):
+        api_versions.decode_response(0, body)  # v0 asked: nothing to fall back to
+    with pytest.raises(KafkaProtocolError):  # other errors are not guessed at
+        api_versions.decode_response(version, b"\x00\x22" + body[2:])
+    # a genuine v3 UNSUPPORTED_VERSION body still decodes as v3
+    value = api_versions.RESPONSE.type(35, ((18, 0, 2),), 0, (), -1, (), False)
+    assert api_versions.decode_response(3, api_versions.API.encode_response(3, value)) == value
+
+
 def test_api_versions_negotiation():
     resp = api_versions.API.encode_response(3, {
         "error_code": 0, "throttle_time_ms": 0,
