@@ -117,12 +117,10 @@ class Sender(threading.Thread):
     # -- produce ----------------------------------------------------------------------------
     def _send_produce_request(self, node, batches, now):
         version = self.client.api_version(node, produce.API_KEY)
-        by_topic = collections.defaultdict(list)
-        for batch in batches:
-            tp = batch.topic_partition
-            by_topic[tp.topic].append((tp.partition, batch.payload))
-        body = produce.encode_request(version, acks=self.acks, timeout_ms=self.request_timeout_ms,
-                                      topic_data=list(by_topic.items()))
+        body = produce.encode_request(version, self.acks, self.request_timeout_ms,
+                                      produce.group_batches(
+                                          (b.topic_partition.topic, b.topic_partition.partition,
+                                           b.payload) for b in batches))
         in_request = {batch.topic_partition: batch for batch in batches}
         self.metrics["request-total"] += 1
         self.metrics["batch-total"] += len(batches)
@@ -148,18 +146,17 @@ class Sender(threading.Thread):
                 self._retry_or_fail(batch, response.error, now)
             return
         try:
-            decoded = produce.decode_response(version, response.body)
+            decoded = produce.decode_response(version, response.body, strict=False)
         except errors.KafkaError as e:
             for batch in in_request.values():
                 self._retry_or_fail(batch, e, now)
             return
-        for topic in decoded.topics:
-            for part in topic.partitions:
-                batch = in_request.pop((topic.name, part.index), None)
-                if batch is not None:
-                    self._handle_partition(batch, part, now)
+        for topic, part in produce.partition_results(decoded):
+            batch = in_request.pop((topic, part.index), None)
+            if batch is not None:
+                self._handle_partition(batch, part, now)
         for batch in in_request.values():  # the broker left a partition out
-            self._retry_or_fail(batch, errors.UnknownServerError(
+            self._retry_or_fail(batch, errors.UnknownError(
                 "No response for %s in ProduceResponse" % (batch.topic_partition,)), now)
 
     def _handle_partition(self, batch, part, now):
@@ -173,7 +170,8 @@ class Sender(threading.Thread):
             return
         error = error_class(part.error_message or "")
         if part.record_errors:
-            record_errors = {i: errors.InvalidRecordError(msg or "") for i, msg in part.record_errors}
+            record_errors = {e.batch_index: errors.InvalidRecordError(e.batch_index_error_message or "")
+                             for e in part.record_errors}
             self._fail(batch, error, now, record_errors)
             return
         if error_class is errors.OutOfOrderSequenceNumberError and self.tm is not None \
@@ -240,7 +238,7 @@ class Sender(threading.Thread):
         self._init_pid_in_flight = False
         if response.error is not None:
             return  # retried on the next loop
-        decoded = init_producer_id.decode_response(version, response.body)
+        decoded = init_producer_id.decode_response(version, response.body, strict=False)
         if decoded.error_code != 0:
             error = errors.for_code(decoded.error_code)
             if getattr(error, "invalid_metadata", False) or error.retriable:
