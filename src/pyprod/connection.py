@@ -90,6 +90,7 @@ class BrokerConnection:
         self.error = None                     # why it last closed
         self.last_activity_ms = 0
         self.connect_deadline_ms = MAX_DELAY_MS
+        self.sel_mask = 0                     # selector events registered (NetworkClient)
         self.failed_attempts = 0
         self.last_attempt_ms = _NEVER
         self.reconnect_backoff_ms = 0

@@ -30,6 +30,7 @@ _I32 = struct.Struct(">i")
 _INTERNAL_API_VERSIONS = "api_versions"
 _INTERNAL_METADATA = "metadata"
 _IDLE_CHECK_MS = 1000
+_MAX_WAIT_MS = 86_400_000  # select() refuses huge timeouts
 _R = selectors.EVENT_READ
 _RW = selectors.EVENT_READ | selectors.EVENT_WRITE
 
@@ -230,6 +231,7 @@ class NetworkClient:
             self._close(conn, e, now)
             return
         self._sel.register(conn.sock, _RW, conn)
+        conn.sel_mask = _RW
 
     def _on_connected(self, conn, now):
         try:
@@ -325,8 +327,10 @@ class NetworkClient:
             return
         for req in done:  # acks=0 style requests complete once written (Java)
             self._complete(conn, req, None, None, now)
-        if conn.sock is not None:
-            self._sel.modify(conn.sock, _RW if conn.wants_write else _R, conn)
+        mask = _RW if conn.wants_write else _R
+        if conn.sock is not None and mask != conn.sel_mask:
+            self._sel.modify(conn.sock, mask, conn)
+            conn.sel_mask = mask
 
     # -- closing --
 
@@ -341,6 +345,11 @@ class NetworkClient:
         if error is not None:
             log.info("Node %s (%s:%s) disconnected%s: %s", conn.node_id, conn.host, conn.port,
                      " while %s" % was.lower() if was != READY else "", error)
+        if failed and error is not None and not error.retriable:
+            # e.g. a bogus frame size: the requests themselves only lost their connection
+            cause, error = error, errors.KafkaConnectionError(
+                "connection to node %s closed: %s" % (conn.node_id, error))
+            error.__cause__ = cause
         for req in failed:
             if req.internal == _INTERNAL_METADATA:
                 self._metadata_fetch = None
@@ -394,7 +403,7 @@ class NetworkClient:
         wait = min(wait, metadata_timeout, self._next_deadline() - now)
         if self._completed:
             wait = 0
-        events = self._sel.select(max(0, wait) / 1000.0)
+        events = self._sel.select(min(max(0, wait), _MAX_WAIT_MS) / 1000.0)
         now = now_ms()
         for key, mask in events:
             conn = key.data
@@ -519,8 +528,13 @@ class NetworkClient:
         return MAX_DELAY_MS
 
     def _send_metadata_request(self, conn, now):
+        try:
+            version = api_versions.pick_version(metadata_api, conn.api_versions)
+        except errors.UnsupportedVersionError as e:
+            self.metadata.failed_update(now)
+            self._close(conn, e, now, request_update=False)
+            return
         topics, request_version = self.metadata.metadata_request(now)
-        version = api_versions.pick_version(metadata_api, conn.api_versions)
         if version == 0 and not topics:
             body = metadata_api.encode_request(0, None)  # v0 cannot ask for no topics
         else:

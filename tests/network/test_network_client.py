@@ -674,3 +674,102 @@ def test_tansu_bootstrap_and_metadata(tansu):
         assert md.cluster.broker_metadata(node).port == tansu.port
         wait_ready(nc, node)
         assert nc.api_version(node, produce.API_KEY) >= 3
+
+
+# ------------------------------------------------------------------------------------------------
+# BrokerConnection buffers over a socketpair (no broker needed for byte plumbing)
+# ------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def paired_connection(**cfg):
+    from pyprod.connection import BrokerConnection
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    conn = BrokerConnection(1, "127.0.0.1", 1, dict(cfg))
+    conn.sock = a
+    try:
+        yield conn, b
+    finally:
+        a.close()
+        b.close()
+
+
+def _frame(payload):
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_connection_reassembles_frames():
+    frames = [b"\x00\x00\x00\x01abc", b"\x00\x00\x00\x02", os.urandom(200_000),
+              b"\x00\x00\x00\x03" + b"z" * 70_000]
+    wire = b"".join(_frame(f) for f in frames)
+    with paired_connection() as (conn, peer):
+        got = []
+        peer.setblocking(False)
+        for cut in (5, 3, 65536 + 11, 1, 131072, len(wire)):  # splits inside sizes and bodies
+            chunk, wire = wire[:cut], wire[cut:]
+            _send_all_draining(peer, chunk, conn, got)
+            got += _read_all(conn)
+        got += _read_all(conn)
+        assert [bytes(f) for f in got] == frames
+
+
+def _read_all(conn):
+    out = []
+    while True:
+        frames, err = conn.read(0)
+        assert err is None
+        out += frames
+        if not frames:
+            return out
+
+
+def _send_all_draining(peer, data, conn, got):
+    view = memoryview(data)
+    while view:
+        try:
+            n = peer.send(view)
+            view = view[n:]
+        except BlockingIOError:
+            got += _read_all(conn)
+
+
+def test_connection_writes_buffer_lists_with_partial_sends():
+    from pyprod.connection import InFlightRequest
+    with paired_connection() as (conn, peer):
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        big = os.urandom(1 << 20)
+        reqs = []
+        expected = b""
+        for i, expects in enumerate((True, False, True)):
+            parts = [struct.pack(">i", 8 + len(big)), b"hdr%05d" % i, memoryview(big)]
+            req = InFlightRequest(i, 0, 3, 0, expects, None, 0, 1000)
+            conn.enqueue(req, parts)
+            reqs.append(req)
+            expected += b"".join(bytes(p) for p in parts)
+        received = bytearray()
+        done = []
+        peer.settimeout(WAIT)
+        while conn.wants_write:
+            done += conn.write(0)
+            received += peer.recv(1 << 16)
+        while len(received) < len(expected):
+            received += peer.recv(1 << 16)
+        assert bytes(received) == expected
+        assert done == [reqs[1]]  # the no-response request left the FIFO once written
+        assert list(conn.in_flight) == [reqs[0], reqs[2]]
+        with pytest.raises(errors.CorrelationIdError):
+            conn.complete_next(2)
+        assert conn.complete_next(0) is reqs[0]
+
+
+def test_connection_eof_returns_frames_read_before_it():
+    with paired_connection() as (conn, peer):
+        peer.sendall(_frame(b"\x00\x00\x00\x09ok"))
+        peer.close()
+        time.sleep(0.01)
+        frames, err = conn.read(0)
+        assert [bytes(f) for f in frames] == [b"\x00\x00\x00\x09ok"]
+        if err is None:
+            frames, err = conn.read(0)
+        assert isinstance(err, errors.KafkaConnectionError)
+        assert "closed by the broker" in str(err)
