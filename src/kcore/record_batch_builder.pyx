@@ -127,19 +127,19 @@ cdef inline uint8_t* _varint(uint8_t* p, int64_t v) noexcept nogil:
     return p + write_varint(p, v)
 
 
-cdef inline uint8_t* _fields(uint8_t* p, int64_t delta, int32_t count,
-                            const uint8_t* key, Py_ssize_t klen,
-                            const uint8_t* value, Py_ssize_t vlen,
-                            const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
+cdef uint8_t* _fields(uint8_t* p, int64_t delta, int32_t count,
+                     const uint8_t* key, Py_ssize_t klen,
+                     const uint8_t* value, Py_ssize_t vlen,
+                     const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
     """Write a record's body (everything after its length) at p; returns its end."""
     p[0] = 0                                        # record attributes
     p = _varint(p + 1, delta)                       # timestampDelta
-    p = _varint(p, count)                           # offsetDelta
+    p += write_varint(p, count)                     # offsetDelta
     p = _varint(p, klen)
     if klen > 0:
         memcpy(p, key, <size_t>klen)
         p += klen
-    p = _varint(p, vlen)
+    p += write_varint(p, vlen)
     if vlen > 0:
         memcpy(p, value, <size_t>vlen)
         p += vlen
@@ -161,12 +161,21 @@ cdef inline int _commit(RecordBatchBuilder b, Py_ssize_t need, int64_t ts) noexc
     return RBB_APPENDED
 
 
-cdef int _append_exact(RecordBatchBuilder b, int64_t ts, int64_t delta,
+cdef int _append_exact(RecordBatchBuilder b, int64_t ts,
                        const uint8_t* key, Py_ssize_t klen, const uint8_t* value, Py_ssize_t vlen,
                        const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
-    """_append near the end of the buffer: exact size first, grow only if it does not fit."""
+    """_append's slow path: errors, and near the end of the buffer exact size first, growing
+    only if the record really does not fit."""
     cdef Py_ssize_t body, need
+    cdef int64_t delta = 0
     cdef uint8_t* start
+    if b.built:
+        return RBB_BUILT
+    if (b.count == INT32_MAX or klen > INT32_MAX or vlen > INT32_MAX or hlen > INT32_MAX
+            or hlen < 0 or hcount < 0):
+        return RBB_TOO_LARGE
+    if b.count:
+        delta = <int64_t>(<uint64_t>ts - <uint64_t>b.base_ts)   # wraps like Java's long
     body = (1 + varint_size(delta) + varint_size(b.count) + varint_size(klen)
             + varint_size(vlen) + varint_size(hcount) + hlen)
     body += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
@@ -189,31 +198,20 @@ cdef inline int _append(RecordBatchBuilder b, int64_t ts, const uint8_t* key, Py
                         const uint8_t* value, Py_ssize_t vlen,
                         const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
     cdef int32_t count = b.count
-    cdef int64_t delta = 0
     cdef Py_ssize_t body, need, nlen, guess
     cdef uint8_t* start
-    if b.built:
-        return RBB_BUILT
-    if klen < 0:
-        klen = -1
-    if vlen < 0:
-        vlen = -1
-    if (count == INT32_MAX or klen > INT32_MAX or vlen > INT32_MAX or hlen > INT32_MAX
-            or hlen < 0 or hcount < 0):
-        return RBB_TOO_LARGE
-    if count:
-        delta = <int64_t>(<uint64_t>ts - <uint64_t>b.base_ts)   # wraps like Java's long
-    if b.pos + hlen + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) \
-            + MAX_RECORD_OVERHEAD > b.cap:
-        return _append_exact(b, ts, delta, key, klen, value, vlen, headers, hlen, hcount)
+    klen = klen if klen >= 0 else -1
+    vlen = vlen if vlen >= 0 else -1
+    if (b.built or count == INT32_MAX or klen > INT32_MAX or vlen > INT32_MAX
+            or <size_t>hlen > INT32_MAX or hcount < 0
+            or b.pos + hlen + klen + vlen + MAX_RECORD_OVERHEAD > b.cap):
+        return _append_exact(b, ts, key, klen, value, vlen, headers, hlen, hcount)
     # Room for the largest encoding: write the body in place right away, after a length of
     # the size the previous record's had, and move it in the rare case that was wrong.
     start = b.buf + b.pos
     guess = b.nlen
-    body = _fields(start + guess, delta, count, key, klen, value, vlen,
-                   headers, hlen, hcount) - (start + guess)
-    if body > INT32_MAX:
-        return RBB_TOO_LARGE
+    body = _fields(start + guess, <int64_t>(<uint64_t>ts - <uint64_t>b.base_ts) if count else 0,
+                   count, key, klen, value, vlen, headers, hlen, hcount) - (start + guess)
     nlen = varint_size(body)
     need = b.pos + nlen + body
     if need - 12 > INT32_MAX:

@@ -278,6 +278,27 @@ def test_rejected_record_leaves_builder_unchanged(k, codec):
     assert b.build() == reference
 
 
+def test_fill_with_tiny_records_until_full(k):
+    b = k.RecordBatchBuilder(300)
+    while b.append(1, None, b"x"):
+        pass
+    n = len(b)
+    data = b.build()
+    assert data == build(k, [(1, None, b"x", [])] * n)
+    rec = len(build(k, [(1, None, b"x", [])] * 2)) - len(build(k, [(1, None, b"x", [])]))
+    assert len(data) <= 300 < len(data) + rec
+
+
+def test_record_length_varint_size_changes(both):
+    """Records whose length prefix needs 1, 2, 3 bytes in every order."""
+    sizes = [5, 200, 5, 20000, 5, 20000, 200, 60, 61, 62, 63, 64, 65, 8200, 3]
+    records = [(i, None, bytes([i]) * n, []) for i, n in enumerate(sizes)]
+    py, c = both
+    data = build(c, records)
+    assert data == build(py, records)
+    check_batch(data, records)
+
+
 def test_append_and_build_after_build(k):
     b = k.RecordBatchBuilder(1000)
     assert b.append(1, None, b"v")
