@@ -22,6 +22,7 @@ import hashlib
 import importlib.resources
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -57,15 +58,38 @@ class KafkaLibsUnavailable(RuntimeError):
 # ---------------------------------------------------------------------------------------------
 # process helpers shared by the other harness modules
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1 (all held open while choosing)."""
-    socks = []
+def _ephemeral_range() -> tuple[int, int]:
     try:
-        for _ in range(n):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = map(int, f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1, chosen below the kernel's ephemeral
+    range so that a client's outgoing connection can't grab one before the server binds."""
+    lo, _ = _ephemeral_range()
+    low, high = (10000, lo - 1) if lo > 12000 else (lo, 65535)
+    rng = random.Random()
+    socks, ports = [], []
+    try:
+        for _ in range(200 * n):
+            if len(ports) == n:
+                return ports
+            port = rng.randint(low, high)
+            if port in ports:
+                continue
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+            ports.append(port)
+        raise RuntimeError(f"could not find {n} free ports in {low}..{high}")
     finally:
         for s in socks:
             s.close()
@@ -205,7 +229,12 @@ def _stop_all() -> None:
 
 
 def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka Uuid in its base64url form; never starting with '-', which the storage
+    tool's argument parser would take for an option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _quiet_logger():
@@ -416,7 +445,8 @@ class KafkaCluster:
                                    + self.log_tail(60, node=i))
 
     def wait_ready(self, nodes=None, timeout: float = 60.0) -> None:
-        """Wait until ``nodes`` (default: every running node) are registered, unfenced brokers."""
+        """Wait until ``nodes`` (default: all) are registered, unfenced brokers and every
+        partition with a replica on a live broker has a leader."""
         want = set(range(self.nodes) if nodes is None else nodes)
         deadline = time.monotonic() + timeout
         # 1. listeners accept connections
@@ -437,7 +467,14 @@ class KafkaCluster:
                 md = self.admin().list_topics(timeout=2)
                 last = set(md.brokers)
                 if want <= last:
-                    return
+                    # after a restart, partitions with a live replica get their leader a
+                    # moment after the broker is unfenced
+                    waiting = [f"{t.topic}/{p.id}" for t in md.topics.values()
+                               for p in t.partitions.values()
+                               if p.leader < 0 and set(p.replicas) & last]
+                    if not waiting:
+                        return
+                    last = f"brokers {sorted(last)}, leaderless {waiting[:5]}"
             except Exception as e:  # noqa: BLE001 - retried until the deadline
                 last = e
             if time.monotonic() > deadline:

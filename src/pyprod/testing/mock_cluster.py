@@ -190,6 +190,8 @@ class MockCluster:
                 lines = f.read().decode("utf-8", "replace").splitlines()[-n:]
         except OSError:
             return ""
+        if not lines:
+            return ""
         return "\n".join([f"----- mock cluster stderr (last {len(lines)} lines) -----", *lines])
 
     def listen_addresses(self) -> list[tuple[str, int]]:

@@ -1,0 +1,135 @@
+"""Fixtures for tests against real brokers (see pyprod.testing).
+
+kafka          one-node Apache Kafka 4.x, session-scoped (falls back to tansu, loudly, when
+               Java/Maven/Maven Central are unavailable, or when PYPROD_BROKER=tansu)
+kafka3         three-node Kafka cluster (min.insync.replicas=2), session-scoped, started
+               only when a test asks for it
+topic          factory: topic() -> name of a new 6-partition topic on `kafka`;
+               topic(partitions=3, cluster=kafka3, replication_factor=3, configs={...})
+tansu          tansu broker (in-memory), session-scoped
+mock_cluster   librdkafka mock cluster with 3 brokers, fresh per test
+
+A failing test gets the tail of the logs of the brokers it used in its report.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import sys
+import warnings
+
+import pytest
+
+from pyprod.testing.kafka_cluster import KafkaCluster, KafkaLibsUnavailable, java_executable
+
+BROKER_FIXTURES = ("kafka", "kafka3", "tansu", "mock_cluster")
+
+
+def _loud(msg: str) -> None:
+    bar = "!" * 78
+    sys.stderr.write(f"\n{bar}\n{msg}\n{bar}\n")
+    warnings.warn(msg, stacklevel=2)
+
+
+def _kafka_unavailable_reason() -> str | None:
+    try:
+        java_executable()
+    except KafkaLibsUnavailable as e:
+        return str(e)
+    return None
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A started one-node Kafka cluster (or a TansuBroker stand-in, see module doc)."""
+    reason = "PYPROD_BROKER=tansu" if os.environ.get("PYPROD_BROKER") == "tansu" else None
+    cluster = None
+    if reason is None:
+        reason = _kafka_unavailable_reason()
+    if reason is None:
+        cluster = KafkaCluster(nodes=1)
+        try:
+            cluster.start()
+        except KafkaLibsUnavailable as e:
+            reason, cluster = str(e), None
+    if cluster is None:
+        from pyprod.testing.tansu import TansuBroker
+
+        _loud(f"NO APACHE KAFKA BROKER ({reason.splitlines()[0]}): the `kafka` fixture is "
+              "tansu instead; tests needing real Kafka features will be skipped")
+        broker = TansuBroker().start()
+        yield broker
+        broker.stop()
+        return
+    yield cluster
+    cluster.stop(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def kafka3():
+    """A started three-node Kafka cluster; skips the test if Kafka can't run here."""
+    reason = _kafka_unavailable_reason()
+    if reason:
+        pytest.skip(f"3-node Kafka unavailable: {reason}")
+    cluster = KafkaCluster(nodes=3)
+    try:
+        cluster.start()
+    except KafkaLibsUnavailable as e:
+        pytest.skip(f"3-node Kafka unavailable: {e}")
+    yield cluster
+    cluster.stop(kill=True)  # throw-away data: no need for three controlled shutdowns
+
+
+@pytest.fixture(scope="session")
+def tansu():
+    from pyprod.testing.tansu import TansuBroker
+
+    broker = TansuBroker().start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def mock_cluster():
+    from pyprod.testing.mock_cluster import MockCluster
+
+    mc = MockCluster(brokers=3).start()
+    yield mc
+    mc.stop()
+
+
+_topic_seq = itertools.count()
+
+
+@pytest.fixture
+def topic(request):
+    """Factory for fresh, uniquely named topics (default: 6 partitions on `kafka`)."""
+    base = re.sub(r"[^a-zA-Z0-9._-]", "_", request.node.name)[:150]
+
+    def make(partitions: int = 6, *, cluster=None, replication_factor: int | None = None,
+             configs: dict | None = None, name: str | None = None) -> str:
+        target = cluster if cluster is not None else request.getfixturevalue("kafka")
+        name = name or f"{base}-{next(_topic_seq)}-{os.getpid()}"
+        kwargs = {} if replication_factor is None else {"replication_factor": replication_factor}
+        return target.create_topic(name, partitions, configs=configs, **kwargs)
+
+    return make
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or rep.when not in ("setup", "call"):
+        return
+    for name in BROKER_FIXTURES:
+        broker = getattr(item, "funcargs", {}).get(name)
+        if broker is not None and hasattr(broker, "log_tail"):
+            try:
+                tail = broker.log_tail(40)
+            except Exception as e:  # noqa: BLE001 - a report must not fail
+                tail = f"(log tail unavailable: {e!r})"
+            if tail:
+                rep.sections.append((f"{name} log tail", tail))
