@@ -106,13 +106,14 @@ class BrokerConnection:
         self._frame_size = 0
 
     def __repr__(self):
-        return "<BrokerConnection node=%s %s:%s %s>" % (self.node_id, self.host, self.port,
-                                                         self.state)
+        return "<BrokerConnection node=%s %s:%s %s>" % (
+            self.node_id, self.host, self.port, self.state)
 
     # -- state --
 
     def can_connect(self, now):
-        return self.state == DISCONNECTED and now - self.last_attempt_ms >= self.reconnect_backoff_ms
+        return (self.state == DISCONNECTED
+                and now - self.last_attempt_ms >= self.reconnect_backoff_ms)
 
     def connection_delay(self, now):
         """Remaining reconnect backoff if disconnected, MAX while connecting, else 0."""

@@ -472,7 +472,8 @@ class NetworkClient:
 
     def _handle_timeouts(self, now):
         for conn in list(self._conns.values()):
-            if conn.state in (CONNECTING, CHECKING_API_VERSIONS) and now >= conn.connect_deadline_ms:
+            if conn.state in (CONNECTING, CHECKING_API_VERSIONS) and \
+                    now >= conn.connect_deadline_ms:
                 self._close(conn, errors.KafkaConnectionError(
                     "timed out after %d ms connecting to node %s (%s:%s)" % (
                         self._request_timeout_ms, conn.node_id, conn.host, conn.port)), now)
@@ -549,7 +550,7 @@ class NetworkClient:
         request_version = self._metadata_fetch[1] if self._metadata_fetch else None
         self._metadata_fetch = None
         try:
-            resp = decode_lenient(metadata_api, req.api_version, body)
+            resp = metadata_api.decode_response(req.api_version, body, strict=False)  # as Java
         except errors.KafkaProtocolError as e:
             self.metadata.failed_update(now)
             self._close(conn, e, now)
@@ -574,21 +575,6 @@ class NetworkClient:
                     self._close(c, None, now, request_update=False)
                 if c.state == DISCONNECTED:
                     del self._conns[node_id]
-
-
-def decode_lenient(module, version, body):
-    """module.decode_response, but tolerating trailing bytes after a complete message, as the
-    Java client does (librdkafka's mock cluster appends a byte to Metadata responses)."""
-    try:
-        return module.decode_response(version, body)
-    except errors.KafkaProtocolError as e:
-        r = Reader(body)
-        try:
-            value = module.API.response.decode(r, version, module.API.flexible(version))
-        except errors.KafkaProtocolError:
-            raise e from None
-        log.debug("Ignoring %d trailing bytes after %s v%d", r.remaining, module.API.name, version)
-        return value
 
 
 def cluster_from_response(resp):

@@ -17,8 +17,7 @@ import pytest
 
 from pyprod import config as pconfig
 from pyprod import errors
-from pyprod.connection import (CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, MAX_DELAY_MS,
-                               READY, ExponentialBackoff)
+from pyprod.connection import DISCONNECTED, MAX_DELAY_MS, READY, ExponentialBackoff
 from pyprod.metadata import Metadata, now_ms
 from pyprod.network_client import NetworkClient
 from pyprod.protocol import api_versions, header, produce
