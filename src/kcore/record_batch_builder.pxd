@@ -5,7 +5,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 cdef enum:
     RBB_HEADER_SIZE = 61  # batch header bytes, reserved at the start of the buffer
 
-# append_raw / rbb_append results
+# append_raw results
 cdef enum:
     RBB_APPENDED = 1
     RBB_FULL = 0          # does not fit in max_size (builder unchanged)
@@ -35,10 +35,23 @@ cdef class RecordBatchBuilder:
     cdef uint8_t* hbuf           # scratch for encoding headers in append()
     cdef Py_ssize_t hcap
 
-    # Use caller memory (e.g. a BufferPool slab) instead of malloc: only before the first
-    # append. The builder never frees it; if a record outgrows it, the builder copies to
-    # malloc'd memory (owned becomes true) and the slab is no longer referenced.
-    # 0 ok, -1 if records were already appended or it was built.
+    # C API, e.g. for the accumulator with a BufferPool slab:
+    #
+    #     b = RecordBatchBuilder(batch_size, codec, ...)
+    #     b.attach(slab, slab_size)                  # before any append
+    #     with nogil:
+    #         rc = b.append_raw(ts, key, klen, value, vlen, hdrs, hlen, hcount)
+    #         n = b.seal()                           # uncompressed: batch is b.buf[:n]
+    #     data = b.build()                           # or, any codec (GIL): a bytes copy
+    #
+    # The slab stays the caller's: the builder never frees it, and uses it while b.buf == slab.
+    # A record that does not fit in it (only possible for the first record, or if max_size >
+    # capacity) moves the records to malloc'd memory (owned becomes true). build() leaves the
+    # slab unused; after seal() b.buf[:n] must be read before the slab is released.
+
+    # Use caller memory of capacity >= RBB_HEADER_SIZE instead of malloc; only before the
+    # first append. 0 ok, -1 if records were already appended, it was built, or mem is NULL or
+    # too small.
     cdef int attach(self, uint8_t* mem, Py_ssize_t capacity) noexcept nogil
     # Append one record. klen/vlen < 0 = null. headers: hcount headers already encoded
     # (see encode_headers). Returns one of the RBB_* results.
@@ -48,7 +61,6 @@ cdef class RecordBatchBuilder:
     # Uncompressed only: fill the header and CRC in place and mark built. Returns the batch
     # size (the batch is buf[:size]; 0 when empty), or -1 if compressed or already built.
     cdef Py_ssize_t seal(self) noexcept nogil
-
 
 # Wire encoding of a sequence of (str, bytes-like|None) headers, as append_raw expects.
 cdef bytes encode_headers(object headers, int32_t* count)

@@ -497,7 +497,7 @@ cdef class RecordBatchBuilder:
         return self.count
 
     cdef int attach(self, uint8_t* mem, Py_ssize_t capacity) noexcept nogil:
-        if self.count or self.built:
+        if self.count or self.built or capacity < RBB_HEADER_SIZE or mem == NULL:
             return -1
         if self.owned:
             free(self.buf)

@@ -388,8 +388,8 @@ from libc.stdint cimport int32_t, uint8_t
 from libc.stdlib cimport malloc, free
 from kcore.record_batch_builder cimport RecordBatchBuilder, encode_headers, RBB_HEADER_SIZE
 
-def run(int slab_size, list values, headers):
-    cdef RecordBatchBuilder b = RecordBatchBuilder(1 << 20)
+def run(int slab_size, list values, headers, codec="none", max_size=1 << 20):
+    cdef RecordBatchBuilder b = RecordBatchBuilder(max_size, codec)
     cdef uint8_t* slab = <uint8_t*>malloc(slab_size)
     cdef int32_t hcount = 0
     cdef bytes h = encode_headers(headers, &hcount)
@@ -400,15 +400,19 @@ def run(int slab_size, list values, headers):
     cdef list rcs = []
     cdef int rc
     try:
+        assert RecordBatchBuilder(100).attach(slab, RBB_HEADER_SIZE - 1) == -1
         assert b.attach(slab, slab_size) == 0
         for v in values:
             vp, vlen = <const uint8_t*>(<char*>v), len(v)
             with nogil:
                 rc = b.append_raw(42, NULL, -1, vp, vlen, hp, hlen, hcount)
             rcs.append(rc)
+        assert b.attach(slab, slab_size) == -1   # not after appends
         in_slab = b.buf == slab
         with nogil:
             n = b.seal()
+        if n < 0:                                 # compressed: build() under the GIL
+            return rcs, in_slab, b.build(), n
         return rcs, in_slab, (<char*>b.buf)[:n], b.seal()
     finally:
         free(slab)
@@ -432,9 +436,18 @@ def run(int slab_size, list values, headers):
     headers = [("trace", b"abc"), ("é", None)]
     values = [b"a" * 100, b"b" * 200]
     expected = build(kcore.kernels(pure=True), [(42, None, v, headers) for v in values])
+    expected_one = build(kcore.kernels(pure=True), [(42, None, values[0], headers)])
     rcs, in_slab, data, again = mod.run(4096, values, headers)
     assert rcs == [1, 1] and in_slab and again == -1
     assert data == expected
     # outgrowing the slab moves to malloc'd memory, same bytes
     rcs, in_slab, data, _ = mod.run(300, values, headers)
     assert rcs == [1, 1] and not in_slab and data == expected
+    # max_size: the second record does not fit (RBB_FULL), the first always does
+    rcs, in_slab, data, _ = mod.run(4096, values, headers, max_size=100)
+    assert rcs == [1, 0] and in_slab and data == expected_one
+    # compressed: seal() refuses, build() compresses what is in the slab
+    rcs, in_slab, data, sealed = mod.run(4096, values, headers, codec="zstd")
+    assert rcs == [1, 1] and in_slab and sealed == -1
+    assert data == build(kcore.kernels(pure=True), [(42, None, v, headers) for v in values],
+                         compression="zstd")

@@ -6,7 +6,7 @@ from operator import index
 import cramjam
 
 from kcore.pure.crc import crc32c
-from kcore.pure.varint import encode_varint, size_of_varint
+from kcore.pure.varint import encode_varint
 from pyprod.errors import IllegalStateError, UnsupportedCodecError
 
 __all__ = ["RecordBatchBuilder", "RECORD_BATCH_HEADER_SIZE"]
@@ -21,6 +21,16 @@ _TRANSACTIONAL = 0x10
 _I16, _I32, _I64 = 1 << 15, 1 << 31, 1 << 63
 _INT32_MAX = _I32 - 1
 _NULL = encode_varint(-1)
+_ENCODED = {}  # encode_varint results for the small values records are made of
+
+
+def _varint(value):
+    enc = _ENCODED.get(value)
+    if enc is None:
+        enc = encode_varint(value)
+        if -1 <= value < 1 << 16:
+            _ENCODED[value] = enc
+    return enc
 _SNAPPY_MAGIC = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 _SNAPPY_CHUNK = 32 * 1024
 _ZSTD_LEVEL = 3  # the Java client's default
@@ -68,13 +78,13 @@ def _encode_headers(headers):
         if not isinstance(key, str):
             raise TypeError("header key must be str, not %s" % type(key).__name__)
         kb = key.encode("utf-8")
-        out += encode_varint(len(kb))
+        out += _varint(len(kb))
         out += kb
         value = _blob(value, "header value")
         if value is None:
             out += _NULL
         else:
-            out += encode_varint(len(value))
+            out += _varint(len(value))
             out += value
         count += 1
     return out, count
@@ -147,27 +157,25 @@ class RecordBatchBuilder:
         delta = 0
         if count:
             delta = (ts - self._base_ts + _I64) % (1 << 64) - _I64  # wraps like Java's long
-        body = bytearray(b"\x00")  # record attributes
-        body += encode_varint(delta)
-        body += encode_varint(count)
+        parts = [b"\x00", _varint(delta), _varint(count)]  # attributes, deltas
         for blob in (key, value):
             if blob is None:
-                body += _NULL
+                parts.append(_NULL)
             else:
-                body += encode_varint(len(blob))
-                body += blob
-        body += encode_varint(hcount)
-        body += hdrs
+                parts += (_varint(len(blob)), blob)
+        parts += (_varint(hcount), hdrs)
+        body = b"".join(parts)
         n = len(body)
         if n > _INT32_MAX:
             raise ValueError("record too large: %d bytes" % n)
-        size = size_of_varint(n) + n
+        length = _varint(n)
         buf = self._buf
-        if len(buf) + size - 12 > _INT32_MAX:
+        end = len(buf) + len(length) + n
+        if end - 12 > _INT32_MAX:
             raise ValueError("record batch would exceed 2**31 - 1 bytes")
-        if count and len(buf) + size > self._max_size:
+        if count and end > self._max_size:
             return False
-        buf += encode_varint(n)
+        buf += length
         buf += body
         if count == 0:
             self._base_ts = self._max_ts = ts
