@@ -1,5 +1,9 @@
 """pyprod: a fast, kafka-python compatible Kafka producer."""
-from pyprod import errors
-
 __version__ = "0.1.0"
-__all__ = ["errors", "__version__"]
+
+from pyprod import errors  # noqa: E402
+from pyprod.future import FutureRecordMetadata, RecordMetadata, TopicPartition
+from pyprod.producer import KafkaProducer  # noqa: E402
+
+__all__ = ["KafkaProducer", "FutureRecordMetadata", "RecordMetadata", "TopicPartition", "errors",
+           "__version__"]

@@ -32,6 +32,7 @@ DEFAULTS = {
     "max_request_size": 1048576,
     "allow_auto_create_topics": True,
     "metadata_max_age_ms": 300000,
+    "metadata_max_idle_ms": 300000,  # Java's metadata.max.idle.ms; kafka-python has none
     "client_dns_lookup": "use_all_dns_ips",
     "retry_backoff_ms": 100,
     "request_timeout_ms": 30000,
@@ -80,7 +81,7 @@ LEGACY = {
 
 _NON_NEGATIVE = (
     "batch_size", "linger_ms", "max_block_ms", "retry_backoff_ms", "reconnect_backoff_ms",
-    "reconnect_backoff_max_ms", "metadata_max_age_ms", "connections_max_idle_ms",
+    "reconnect_backoff_max_ms", "metadata_max_age_ms", "metadata_max_idle_ms", "connections_max_idle_ms",
     "transaction_timeout_ms", "bootstrap_timeout_ms", "retries",
 )
 _POSITIVE = (

@@ -31,7 +31,7 @@ def record_size_upper_bound(key, value, headers):
 
 class ProducerBatch:
     __slots__ = ("topic_partition", "builder", "result", "created_ms", "last_attempt_ms",
-                 "attempts", "record_count", "memory", "payload", "base_sequence", "closed",
+                 "attempts", "record_count", "size", "memory", "payload", "base_sequence", "closed",
                  "sequence_epoch", "drained_ms")
 
     def __init__(self, topic_partition, batch_size, compression, memory, now_ms):
@@ -41,6 +41,7 @@ class ProducerBatch:
         self.created_ms = self.last_attempt_ms = now_ms
         self.attempts = 0
         self.record_count = 0
+        self.size = BATCH_HEADER  # an upper bound of the built size, until it is built
         self.memory = memory  # the BufferPool allocation this batch accounts for
         self.payload = None  # the built bytes, fixed once the batch is first drained
         self.base_sequence = -1
@@ -48,7 +49,7 @@ class ProducerBatch:
         self.closed = False
         self.drained_ms = None
 
-    def try_append(self, timestamp_ms, key, value, headers, header_size):
+    def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""
         if self.closed or not self.builder.append(timestamp_ms, key, value, headers or ()):
             return None
@@ -57,10 +58,11 @@ class ProducerBatch:
             len(key) if key is not None else -1, len(value) if value is not None else -1,
             header_size)
         self.record_count += 1
+        self.size += size
         return future
 
     def estimated_size(self):
-        return len(self.payload) if self.payload is not None else self.builder.estimated_size()
+        return len(self.payload) if self.payload is not None else self.size
 
     def close(self):
         """No more appends (the Sender drained it, or the next record did not fit)."""

@@ -36,7 +36,7 @@ class RecordAccumulator:
         if dq is None:
             dq = self._deques.setdefault(tp, collections.deque())
         with self._lock:
-            future = self._try_append(dq, timestamp_ms, key, value, headers, header_size)
+            future = self._try_append(dq, timestamp_ms, key, value, headers, header_size, size)
             if future is not None:
                 return future, len(dq) > 1 or dq[-1].closed, False, False
         if abort_on_new_batch:
@@ -47,14 +47,14 @@ class RecordAccumulator:
             with self._lock:
                 if self._closed:
                     raise KafkaTimeoutError("Producer closed while send in progress")
-                future = self._try_append(dq, timestamp_ms, key, value, headers, header_size)
+                future = self._try_append(dq, timestamp_ms, key, value, headers, header_size, size)
                 if future is not None:
                     self.pool.deallocate(memory)
                     memory = None
                     return future, len(dq) > 1 or dq[-1].closed, False, False
                 batch = ProducerBatch(tp, self.batch_size, self.compression, memory, now_ms)
                 memory = None
-                future = batch.try_append(timestamp_ms, key, value, headers, header_size)
+                future = batch.try_append(timestamp_ms, key, value, headers, header_size, size)
                 dq.append(batch)
                 self._incomplete.add(batch)
                 return future, len(dq) > 1 or batch.closed, True, False
@@ -63,11 +63,11 @@ class RecordAccumulator:
                 self.pool.deallocate(memory)
 
     @staticmethod
-    def _try_append(dq, timestamp_ms, key, value, headers, header_size):
+    def _try_append(dq, timestamp_ms, key, value, headers, header_size, size):
         if not dq:
             return None
         last = dq[-1]
-        future = last.try_append(timestamp_ms, key, value, headers, header_size)
+        future = last.try_append(timestamp_ms, key, value, headers, header_size, size)
         if future is None:
             last.close()
         return future
