@@ -48,6 +48,7 @@ cdef class RecordBatchBuilder:
     # A record that does not fit in it (only possible for the first record, or if max_size >
     # capacity) moves the records to malloc'd memory (owned becomes true). build() leaves the
     # slab unused; after seal() b.buf[:n] must be read before the slab is released.
+    # Not thread-safe (as Java's MemoryRecordsBuilder): callers serialise access.
 
     # Use caller memory of capacity >= RBB_HEADER_SIZE instead of malloc; only before the
     # first append. 0 ok, -1 if records were already appended, it was built, or mem is NULL or

@@ -421,9 +421,11 @@ cdef object _append_any(RecordBatchBuilder self, int64_t ts, object key, object 
     cdef bint has_k = False, has_v = False
     cdef const uint8_t* kp = NULL
     cdef const uint8_t* vp = NULL
-    cdef Py_ssize_t kl = -1, vl = -1, hlen = 0
+    cdef Py_ssize_t kl = -1, vl = -1, hlen = 0, hcap = self.hcap
     cdef int32_t hcount = 0
+    cdef uint8_t* hbuf = self.hbuf
     cdef int rc
+    self.hbuf, self.hcap = NULL, 0   # taken while Python code (iterators) may re-enter
     try:
         if key is None:
             pass
@@ -442,9 +444,13 @@ cdef object _append_any(RecordBatchBuilder self, int64_t ts, object key, object 
             has_v = True
             vp, vl = <const uint8_t*>vview.buf, vview.len
         if headers is not None:
-            hlen = _encode_headers(headers, &self.hbuf, &self.hcap, &hcount)
-        rc = _append(self, ts, kp, kl, vp, vl, self.hbuf, hlen, hcount)
+            hlen = _encode_headers(headers, &hbuf, &hcap, &hcount)
+        rc = _append(self, ts, kp, kl, vp, vl, hbuf, hlen, hcount)
     finally:
+        if self.hbuf == NULL and not self.built:
+            self.hbuf, self.hcap = hbuf, hcap
+        else:
+            free(hbuf)
         if has_k:
             PyBuffer_Release(&kview)
         if has_v:
@@ -565,12 +571,14 @@ cdef class RecordBatchBuilder:
             if self.count == 0:
                 self.built = True
                 return b""
+            self.built = True   # before the GIL is released: append() must not touch buf
             if self.codec == 0:
-                if self.pos >= NOGIL_MIN:
+                n = self.pos
+                if n >= NOGIL_MIN:
                     with nogil:
-                        n = self.seal()
+                        _write_header(self, self.buf, n)
                 else:
-                    n = self.seal()
+                    _write_header(self, self.buf, n)
                 if not _in_out(self):
                     return PyBytes_FromStringAndSize(<char*>self.buf, n)
                 _PyBytes_Resize(&self.out, n)      # shrinks in place; frees it on failure
@@ -578,7 +586,6 @@ cdef class RecordBatchBuilder:
                 Py_DECREF(out)
                 self.out = NULL
                 return out
-            self.built = True
             records = PyMemoryView_FromMemory(<char*>self.buf + RBB_HEADER_SIZE,
                                               self.pos - RBB_HEADER_SIZE, PyBUF_READ)
             try:

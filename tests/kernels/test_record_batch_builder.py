@@ -299,6 +299,32 @@ def test_record_length_varint_size_changes(both):
     check_batch(data, records)
 
 
+def test_reentrant_header_iterators(both):
+    """Iterators run Python code inside append(): nested appends and build() stay safe."""
+    outs = []
+    for impl in both:
+        b = impl.RecordBatchBuilder(10000)
+
+        def nested():
+            yield ("a", b"1")
+            assert b.append(2, None, b"inner", [("x", bytearray(b"y"))])
+            yield ("b", None)
+        assert b.append(1, b"k", b"outer", nested())
+        outs.append(b.build())
+        check_batch(outs[-1], [(2, None, b"inner", [("x", b"y")]),
+                               (1, b"k", b"outer", [("a", b"1"), ("b", None)])])
+
+        b = impl.RecordBatchBuilder(10000)
+        assert b.append(1, None, b"v")
+
+        def builds():
+            yield ("a", b"1")
+            b.build()
+        with pytest.raises(IllegalStateError):
+            b.append(2, None, b"w", builds())
+    assert outs[0] == outs[1]
+
+
 def test_append_and_build_after_build(k):
     b = k.RecordBatchBuilder(1000)
     assert b.append(1, None, b"v")

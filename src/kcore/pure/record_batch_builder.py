@@ -151,6 +151,8 @@ class RecordBatchBuilder:
             hdrs, hcount = b"", 0
         else:
             hdrs, hcount = _encode_headers(headers)
+        if self._built:  # build() may have run from an iterator above
+            raise IllegalStateError("append() after build()")
         count = self._count
         if count == _INT32_MAX:
             raise ValueError("record batch is full (2**31 - 1 records)")
