@@ -41,6 +41,12 @@ def _kafka_unavailable_reason() -> str | None:
     return None
 
 
+def pytest_configure(config):
+    # kafka-python 3.0.12 loads its schemas through deprecated importlib.resources calls
+    for msg in ("read_text is deprecated", "open_text is deprecated"):
+        config.addinivalue_line("filterwarnings", f"ignore:{msg}:DeprecationWarning")
+
+
 @pytest.fixture(scope="session")
 def kafka():
     """A started one-node Kafka cluster (or a TansuBroker stand-in, see module doc)."""

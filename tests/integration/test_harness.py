@@ -228,6 +228,23 @@ def test_compare_reports_first_difference():
         compare(swapped, read)
 
 
+# -- Java tools on the same classpath ----------------------------------------------------------------
+
+def test_java_producer_performance(kafka, topic):
+    require_real_kafka(kafka)
+    from pyprod.testing.kafka_cluster import java_command
+
+    t = topic(partitions=2)
+    argv = java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", t,
+                        "--num-records", "2000", "--record-size", "50", "--throughput", "-1",
+                        "--command-property", f"bootstrap.servers={kafka.bootstrap_servers}",
+                        "acks=all")
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "2000 records sent" in res.stdout
+    assert len(read_all_kafka_python(kafka.bootstrap_servers, t, 2000, timeout=30)) == 2000
+
+
 # -- CLI --------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(sys.platform != "linux", reason="signals + /proc")

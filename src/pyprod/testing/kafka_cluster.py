@@ -40,6 +40,7 @@ __all__ = [
     "KafkaLibsUnavailable",
     "ensure_kafka_libs",
     "java_executable",
+    "java_command",
     "free_ports",
     "spawn",
     "terminate",
@@ -198,6 +199,16 @@ def ensure_kafka_libs(version: str | None = None) -> str:
             f.write(stamp_text)
         log.info("resolved Kafka %s jars into %s in %.1fs", version, libs, time.monotonic() - t0)
     return libs
+
+
+def java_command(main_class: str, *args: str, heap: str = "256m",
+                 version: str | None = None, jvm_opts=()) -> list[str]:
+    """argv running ``main_class`` on the cached Kafka classpath, e.g.
+    ``java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", t, ...)``.
+    Java logging goes through log4j2 with no configuration, i.e. errors only, to stdout."""
+    libs = ensure_kafka_libs(version)
+    return [java_executable(), f"-Xmx{heap}", "-XX:-UsePerfData", *jvm_opts,
+            "-cp", os.path.join(libs, "*"), main_class, *args]
 
 
 # ---------------------------------------------------------------------------------------------
