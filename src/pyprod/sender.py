@@ -186,6 +186,8 @@ class Sender(threading.Thread):
         self._retry_or_fail(batch, error, now)
 
     def _retry_or_fail(self, batch, error, now, force_retriable=False):
+        log.debug("%s failed (attempt %d, seq %d): %r", batch.topic_partition, batch.attempts,
+                  batch.base_sequence, error)
         if getattr(error, "invalid_metadata", False):
             self.metadata.request_update()
         retriable = force_retriable or getattr(error, "retriable", False)
@@ -202,7 +204,7 @@ class Sender(threading.Thread):
     def _succeed(self, batch, base_offset, log_append_time):
         self._unmute(batch)
         if self.tm is not None:
-            self.tm.remove(batch)
+            self.tm.remove(batch, acked=True)
         self.metrics["record-send-total"] += batch.record_count
         self.accumulator.complete(batch, base_offset, log_append_time)
 
@@ -247,4 +249,5 @@ class Sender(threading.Thread):
             self.tm.fatal_error = error()
             self.accumulator.abort_incomplete(self.tm.fatal_error)
             return
+        log.info("Producer id %d, epoch %d", decoded.producer_id, decoded.producer_epoch)
         self.tm.set_producer_id(decoded.producer_id, decoded.producer_epoch)

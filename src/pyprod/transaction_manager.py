@@ -5,6 +5,10 @@ flight. A retried batch keeps its sequence and goes out again only after every i
 with a lower sequence, so the broker sees each partition's batches in order. A batch that fails
 for good after it got a sequence leaves a gap the broker would reject, so the producer id is
 reset (InitProducerId again) and sequences restart at 0, as KIP-360 does.
+
+A broker with no state for this producer on a partition accepts any first sequence, so until a
+partition's first batch is acknowledged under the current producer id, only that batch may be in
+flight: otherwise a later batch could be accepted before a retried earlier one.
 """
 import bisect
 import collections
@@ -20,6 +24,7 @@ class TransactionManager:
         self.max_in_flight = max_in_flight
         self._next_sequence = collections.defaultdict(int)
         self._in_flight = collections.defaultdict(list)  # tp -> batches sorted by sequence
+        self._acked = set()  # partitions with an acknowledged batch under this producer id
         self._reset_pending = False
         self._lock = threading.Lock()
         self.fatal_error = None
@@ -37,6 +42,7 @@ class TransactionManager:
         with self._lock:
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
             self._next_sequence.clear()
+            self._acked.clear()
             self._reset_pending = False
 
     def request_reset(self):
@@ -46,8 +52,9 @@ class TransactionManager:
     def can_drain(self, batch):
         if not self.has_producer_id():
             return False
-        in_flight = self._in_flight[batch.topic_partition]
-        if len(in_flight) >= self.max_in_flight:
+        tp = batch.topic_partition
+        in_flight = self._in_flight[tp]
+        if len(in_flight) >= (self.max_in_flight if tp in self._acked else 1):
             return False
         if batch.has_sequence and batch.sequence_epoch == (self.producer_id, self.producer_epoch):
             return all(b.base_sequence < batch.base_sequence for b in in_flight)
@@ -70,8 +77,10 @@ class TransactionManager:
         in_flight = self._in_flight[batch.topic_partition]
         return bool(in_flight) and in_flight[0] is batch
 
-    def remove(self, batch):
+    def remove(self, batch, acked=False):
         with self._lock:
+            if acked and batch.sequence_epoch == (self.producer_id, self.producer_epoch):
+                self._acked.add(batch.topic_partition)
             in_flight = self._in_flight[batch.topic_partition]
             if batch in in_flight:
                 in_flight.remove(batch)
