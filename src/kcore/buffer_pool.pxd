@@ -6,6 +6,7 @@
 #         rc = pool.acquire_raw(n, max_block_ms, &mem)   # BP_OK: mem holds n bytes
 #         ...
 #         pool.release_raw(mem, n)                       # exactly once, with the same n
+# acquire_raw may block: call it without the GIL (threads that free memory may need it).
 from libc.stdint cimport int64_t, uint8_t
 
 cdef extern from "sync_impl.h" nogil:
@@ -22,6 +23,7 @@ cdef enum:
     BP_TOO_LARGE = 3      # size > total memory: can never succeed
     BP_NO_MEMORY = 4      # malloc failed (pool accounting left unchanged)
     BP_INTERRUPTED = 5    # only from the Python-level allocate: a signal handler raised
+    BP_WOULD_BLOCK = 6    # internal (_try_now): must queue
 
 # One blocked caller: lives on its own stack, linked into the pool's FIFO.
 ctypedef struct bp_waiter:
@@ -51,6 +53,8 @@ cdef class BufferPool:
     cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil
     cdef int _acquire(self, Py_ssize_t size, double max_block_ms, uint8_t** out,
                       bint interruptible) noexcept nogil
+    cdef int _try_now(self, Py_ssize_t size, uint8_t** out) noexcept nogil
+    cdef int _finish(self, uint8_t* mem, Py_ssize_t size, uint8_t** out) noexcept nogil
     cdef bint _take_now(self, Py_ssize_t size, uint8_t** slab) noexcept nogil
     cdef void _free_up(self, Py_ssize_t size) noexcept nogil
     cdef void _wake_head(self) noexcept nogil

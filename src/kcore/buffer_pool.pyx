@@ -4,7 +4,9 @@ total_bytes of memory: a free list of slab_bytes-sized blocks plus a non-pooled 
 Callers that find too little memory wait in a FIFO queue (each on its own condition, without
 the GIL) for at most max_block_ms; only the first waiter takes memory as it is released.
 """
+cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from operator import index
@@ -104,6 +106,36 @@ cdef class BufferPool:
     cdef int acquire_raw(self, Py_ssize_t size, double max_block_ms, uint8_t** out) noexcept nogil:
         return self._acquire(size, max_block_ms, out, False)
 
+    cdef int _finish(self, uint8_t* mem, Py_ssize_t size, uint8_t** out) noexcept nogil:
+        # Memory reserved (mem: a slab, or NULL for size fresh bytes): hand it out.
+        if mem == NULL:
+            mem = <uint8_t*>malloc(size if size > 0 else 1)
+            if mem == NULL:
+                kc_mutex_lock(&self.lock)
+                self.nonpooled += size
+                self._wake_head()
+                kc_mutex_unlock(&self.lock)
+                return BP_NO_MEMORY
+        out[0] = mem
+        return BP_OK
+
+    cdef int _try_now(self, Py_ssize_t size, uint8_t** out) noexcept nogil:
+        # Non-blocking attempt (no waiters queued and enough memory); cheap with the GIL held.
+        cdef uint8_t* mem = NULL
+        cdef int rc = BP_WOULD_BLOCK
+        out[0] = NULL
+        if size < 0 or size > self.total_memory:
+            return BP_TOO_LARGE
+        kc_mutex_lock(&self.lock)
+        if self.closed:
+            rc = BP_CLOSED
+        elif self.head == NULL and self._take_now(size, &mem):
+            rc = BP_OK
+        kc_mutex_unlock(&self.lock)
+        if rc != BP_OK:
+            return rc
+        return self._finish(mem, size, out)
+
     cdef int _acquire(self, Py_ssize_t size, double max_block_ms, uint8_t** out,
                       bint interruptible) noexcept nogil:
         cdef bp_waiter w
@@ -112,9 +144,10 @@ cdef class BufferPool:
         cdef int rc = BP_OK
         cdef int64_t deadline, left
         cdef int sig
-        out[0] = NULL
-        if size < 0 or size > self.total_memory:
-            return BP_TOO_LARGE
+        rc = self._try_now(size, out)
+        if rc != BP_WOULD_BLOCK:
+            return rc
+        rc = BP_OK
         if not max_block_ms >= 0:
             max_block_ms = 0
         elif max_block_ms > 1e11:
@@ -182,16 +215,7 @@ cdef class BufferPool:
         kc_mutex_unlock(&self.lock)
         if rc != BP_OK:
             return rc
-        if mem == NULL:
-            mem = <uint8_t*>malloc(size if size > 0 else 1)
-            if mem == NULL:
-                kc_mutex_lock(&self.lock)
-                self.nonpooled += size
-                self._wake_head()
-                kc_mutex_unlock(&self.lock)
-                return BP_NO_MEMORY
-        out[0] = mem
-        return BP_OK
+        return self._finish(mem, size, out)
 
     cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil:
         kc_mutex_lock(&self.lock)
@@ -216,7 +240,7 @@ cdef class BufferPool:
         """
         cdef uint8_t* mem
         cdef int rc
-        size = index(size)
+        size = PyNumber_Index(size)
         cdef double ms = _check_ms(max_block_ms)
         if size < 0:
             raise ValueError("size must be >= 0, got %d" % size)
@@ -225,8 +249,12 @@ cdef class BufferPool:
                 "Attempt to allocate %d bytes, but there is a hard limit of %d on memory "
                 "allocations." % (size, self.total_memory))
         cdef Py_ssize_t n = size
-        with nogil:
-            rc = self._acquire(n, ms, &mem, True)
+        # The mutex is never held while waiting for the GIL, so trying with the GIL is safe and
+        # spares two GIL hand-offs; only a caller that must wait releases the GIL.
+        rc = self._try_now(n, &mem)
+        if rc == BP_WOULD_BLOCK:
+            with nogil:
+                rc = self._acquire(n, ms, &mem, True)
         if rc != BP_OK:
             _raise_for(self, rc, n, max_block_ms)
         cdef PoolBuffer buf = PoolBuffer.__new__(PoolBuffer)
@@ -296,6 +324,9 @@ cdef class BufferPool:
         """Java's name for waiters."""
         return self.nwaiters
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)
+
 
 cdef _raise_for(BufferPool pool, int rc, Py_ssize_t size, object max_block_ms):
     if rc == BP_INTERRUPTED:
@@ -310,6 +341,8 @@ cdef _raise_for(BufferPool pool, int rc, Py_ssize_t size, object max_block_ms):
     raise MemoryError("cannot allocate %d bytes" % size)
 
 
+@cython.freelist(64)
+@cython.auto_pickle(False)
 cdef class PoolBuffer:
     """Writable memory from BufferPool.allocate (buffer protocol; use memoryview(buf))."""
 
@@ -323,6 +356,9 @@ cdef class PoolBuffer:
 
     def __len__(self):
         return self.size
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)
 
     def __dealloc__(self):
         # Dropped without deallocate: the memory is freed but, as in Java, not returned to

@@ -6,6 +6,7 @@ created on demand. Non-empty buckets sit in a heap keyed by expiry (Kafka's Dela
 advance() jumps straight to the next due bucket; a higher-level bucket that expires is
 redistributed to the levels below, exactly as in Kafka.
 """
+from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc, realloc
 from operator import index
@@ -299,11 +300,11 @@ cdef class TimingWheel:
 
     def add(self, deadline_ms, item):
         """Schedule item at deadline_ms; returns an opaque handle for cancel()."""
-        return self.add_c(index(deadline_ms), item)
+        return self.add_c(PyNumber_Index(deadline_ms), item)
 
     def cancel(self, handle):
         """True if the item was pending (it will never fire); False if fired or cancelled."""
-        handle = index(handle)
+        handle = PyNumber_Index(handle)
         if not 0 < handle < (1 << 63):
             return False
         return self.cancel_c(handle)
@@ -313,7 +314,7 @@ cdef class TimingWheel:
 
         Items added with a deadline already <= the clock are returned by the next advance.
         """
-        return self.advance_c(index(now_ms))
+        return self.advance_c(PyNumber_Index(now_ms))
 
     def next_deadline(self):
         """Earliest pending bucket expiry in ms (<= every pending due time), None if empty."""
@@ -324,4 +325,7 @@ cdef class TimingWheel:
 
     def __len__(self):
         return self.count
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)
 

@@ -198,6 +198,20 @@ def test_pool_buffer_size_is_fixed(k):
     assert pool.available_memory == 1000
 
 
+def test_pool_buffer_cannot_be_copied(k):
+    import copy
+    import pickle
+
+    pool = k.BufferPool(1000, 100)
+    buf = pool.allocate(10, 0)
+    for obj in (buf, pool):  # a copy could be freed twice / split the accounting
+        for fn in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError):
+                fn(obj)
+    pool.deallocate(buf)
+    assert pool.available_memory == 1000
+
+
 def test_timeout_raises_and_returns_partial_memory(k):
     pool = k.BufferPool(1000, 100)
     held = pool.allocate(900, 0)

@@ -165,6 +165,17 @@ def test_argument_errors(k):
     assert w.advance(2**62 - 2) == [] and w.advance(2**62 - 1) == ["far"]
 
 
+def test_cannot_be_copied(k):
+    import copy
+    import pickle
+
+    w = k.TimingWheel(1, 8, 0)
+    w.add(5, "a")
+    for fn in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError):
+            fn(w)
+
+
 def test_references_are_dropped(k):
     class Obj:
         pass

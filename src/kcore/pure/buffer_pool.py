@@ -40,6 +40,9 @@ class PoolBuffer(bytearray):
     append = extend = insert = pop = remove = clear = __delitem__ = _fixed_size
     __iadd__ = __imul__ = _fixed_size
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)
+
     def __setitem__(self, key, value):
         if isinstance(key, slice):
             if isinstance(value, int):
@@ -225,3 +228,6 @@ class BufferPool:
     def queued(self):
         """Java's name for waiters."""
         return len(self._waiters)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)

@@ -210,3 +210,6 @@ class TimingWheel:
 
     def __len__(self):
         return self._count
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)
