@@ -238,7 +238,7 @@ cdef class BufferPool:
         Raises IllegalArgumentError if size > total_memory, KafkaTimeoutError after
         max_block_ms, IllegalStateError if the pool is or gets closed. Contents are unspecified.
         """
-        cdef uint8_t* mem
+        cdef uint8_t* mem = NULL
         cdef int rc
         size = PyNumber_Index(size)
         cdef double ms = _check_ms(max_block_ms)
@@ -343,6 +343,7 @@ cdef _raise_for(BufferPool pool, int rc, Py_ssize_t size, object max_block_ms):
 
 @cython.freelist(64)
 @cython.auto_pickle(False)
+@cython.no_gc  # refers only to its BufferPool, which holds no Python objects: no cycles
 cdef class PoolBuffer:
     """Writable memory from BufferPool.allocate (buffer protocol; use memoryview(buf))."""
 

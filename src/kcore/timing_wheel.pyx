@@ -318,7 +318,7 @@ cdef class TimingWheel:
 
     def next_deadline(self):
         """Earliest pending bucket expiry in ms (<= every pending due time), None if empty."""
-        cdef int64_t ms
+        cdef int64_t ms = 0
         if self.next_deadline_c(&ms):
             return ms
         return None

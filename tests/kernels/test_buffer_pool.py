@@ -1,9 +1,7 @@
 """BufferPool: accounting, slab reuse, FIFO waiting, timeouts, export tracking, close()."""
 import ctypes
-import os
 import random
 import signal
-import sys
 import threading
 import time
 
