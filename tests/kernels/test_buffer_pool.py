@@ -1,5 +1,6 @@
 """BufferPool: accounting, slab reuse, FIFO waiting, timeouts, export tracking, close()."""
 import ctypes
+import os
 import random
 import signal
 import threading
@@ -7,6 +8,7 @@ import time
 
 import pytest
 
+import kcore
 from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError
 
 JOIN_S = 10.0  # generous: no test may hang, but none should come close
@@ -407,3 +409,80 @@ def test_dropped_buffer_is_freed_but_not_returned(k):
     buf = pool.allocate(300, 0)
     del buf  # as in Java: memory that is never deallocated stays accounted as in use
     assert pool.available_memory == 700
+
+
+def compile_module(tmp_path, name, code, kernel):
+    """Build a throwaway Cython module that cimports a kcore kernel (skips without a compiler)."""
+    import importlib.util
+
+    from Cython.Build import cythonize
+    from setuptools import Distribution, Extension
+
+    pkg_dir = os.path.dirname(kernel.__file__)
+    src = tmp_path / (name + ".pyx")
+    src.write_text(code)
+    ext = Extension(name, [str(src)], include_dirs=[pkg_dir])
+    dist = Distribution({"ext_modules": cythonize(
+        [ext], include_path=[os.path.dirname(pkg_dir)], quiet=True,
+        compiler_directives={"language_level": 3})})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.build_lib, cmd.build_temp = str(tmp_path), str(tmp_path / "build")
+    try:
+        dist.run_command("build_ext")
+    except Exception as e:  # no compiler: the rest of the suite covers the kernel
+        pytest.skip("cannot compile the C API test module: %s" % e)
+    spec = importlib.util.spec_from_file_location(name, cmd.get_outputs()[0])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+C_API = '''
+from libc.stdint cimport uint8_t
+from libc.string cimport memset
+from kcore.buffer_pool cimport (BufferPool, BP_OK, BP_TIMEOUT, BP_CLOSED, BP_TOO_LARGE)
+
+def acquire_release(BufferPool pool, Py_ssize_t size, double ms, bint hold=False):
+    cdef uint8_t* mem = NULL
+    cdef int rc
+    with nogil:
+        rc = pool.acquire_raw(size, ms, &mem)
+        if rc == BP_OK:
+            memset(mem, 0xAB, size)
+            if not hold:
+                pool.release_raw(mem, size)
+    if rc != BP_OK:
+        assert mem == NULL
+    return rc
+
+codes = dict(ok=BP_OK, timeout=BP_TIMEOUT, closed=BP_CLOSED, too_large=BP_TOO_LARGE)
+'''
+
+
+@pytest.mark.skipif(not kcore.EXTENSIONS, reason="compiled kernels only")
+def test_c_api_nogil(tmp_path):
+    import kcore.buffer_pool as bp
+
+    mod = compile_module(tmp_path, "bp_capi", C_API, bp)
+    c = mod.codes
+    pool = bp.BufferPool(1000, 100)
+    assert mod.acquire_release(pool, 100, 0) == c["ok"]
+    assert (pool.free_slabs, pool.available_memory) == (1, 1000)
+    assert mod.acquire_release(pool, 1001, 0) == c["too_large"]
+    assert mod.acquire_release(pool, 250, 0) == c["ok"]
+    held = pool.allocate(950, 0)
+    assert mod.acquire_release(pool, 100, 20) == c["timeout"]
+    assert (pool.available_memory, pool.waiters) == (50, 0)
+    # a C caller waits without the GIL: this thread keeps running and frees memory for it
+    t = start(mod.acquire_release, pool, 300, 10_000)
+    wait_until(lambda: pool.waiters == 1, "the C waiter")
+    pool.deallocate(held)
+    join(t)
+    assert t.box.get("result") == c["ok"] and pool.available_memory == 1000
+    t = start(mod.acquire_release, pool, 1000, 10_000, True)  # keeps it all
+    join(t)
+    t = start(mod.acquire_release, pool, 10, 10_000)
+    wait_until(lambda: pool.waiters == 1, "the C waiter")
+    pool.close()
+    join(t)
+    assert t.box.get("result") == c["closed"]

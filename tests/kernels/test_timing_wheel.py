@@ -8,6 +8,8 @@ import weakref
 
 import pytest
 
+import kcore
+
 
 def due_time(deadline, clock, start, tick):
     """When the contract says an item added at `clock` must have fired by."""
@@ -282,3 +284,32 @@ def test_twins_agree(both):
                 now += rng.choice([0, 1, 2, 5, 1000])
                 assert wp.advance(now) == wc.advance(now)
             assert wp.next_deadline() == wc.next_deadline() and len(wp) == len(wc)
+
+
+C_API = '''
+from libc.stdint cimport int64_t
+from kcore.timing_wheel cimport TimingWheel
+
+def run(TimingWheel w):
+    cdef int64_t nd = -1
+    cdef int64_t h1 = w.add_c(15, "a"), h2 = w.add_c(7, "b"), h3 = w.add_c(900, "c")
+    assert h1 > 0 and w.cancel_c(h3) and not w.cancel_c(h3) and not w.cancel_c(-5)
+    assert w.next_deadline_c(&nd)
+    first = nd
+    out = [w.advance_c(6), w.advance_c(7), w.advance_c(20)]
+    assert not w.next_deadline_c(&nd)
+    try:
+        w.add_c(<int64_t>1 << 62, "x")
+    except OverflowError:
+        out.append("overflow")
+    return first, out
+'''
+
+
+@pytest.mark.skipif(not kcore.EXTENSIONS, reason="compiled kernels only")
+def test_c_api(tmp_path):
+    import kcore.timing_wheel as tw
+    from test_buffer_pool import compile_module
+
+    mod = compile_module(tmp_path, "tw_capi", C_API, tw)
+    assert mod.run(tw.TimingWheel(1, 20, 0)) == (7, [[], ["b"], ["a"], "overflow"])
