@@ -66,6 +66,7 @@ def read_all_kafka_python(bootstrap: str, topic: str, expected_count: int | None
     """All records of ``topic`` via kafka-python: read up to the end offsets seen at start
     and until ``expected_count`` records arrived; TimeoutError if that takes > ``timeout``."""
     from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
 
     deadline = time.monotonic() + timeout
     cfg = dict(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
@@ -83,7 +84,14 @@ def read_all_kafka_python(bootstrap: str, topic: str, expected_count: int | None
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
-        ends = {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+        while True:
+            try:
+                ends = {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+                break
+            except KafkaError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         out: list[Record] = []
         positions: dict[int, int] = {}
         while _need(expected_count, len(out), ends, positions):
@@ -124,8 +132,17 @@ def read_all_confluent(bootstrap: str, topic: str, expected_count: int | None = 
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"topic {topic!r} has no partitions in metadata")
                 time.sleep(0.1)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in parts}
+        ends = {}
+        for p in parts:  # retried: right after a restart/failover the leader may lag
+            while True:
+                try:
+                    ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                             timeout=5)[1]
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
         out: list[Record] = []
         positions: dict[int, int] = {}
