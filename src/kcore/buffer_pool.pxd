@@ -38,8 +38,9 @@ cdef class BufferPool:
     cdef readonly Py_ssize_t total_memory
     cdef readonly Py_ssize_t slab_size
     cdef Py_ssize_t nonpooled        # free bytes not held as slabs
-    cdef uint8_t** free_list         # stack of free slabs (capacity total // slab)
+    cdef uint8_t** free_list         # stack of free slabs, grown on demand
     cdef Py_ssize_t nfree
+    cdef Py_ssize_t free_cap
     cdef bp_waiter* head             # FIFO of blocked callers; only the head takes memory
     cdef bp_waiter* tail
     cdef Py_ssize_t nwaiters

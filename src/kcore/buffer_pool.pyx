@@ -8,7 +8,7 @@ cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t, uint8_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 from operator import index
 
 from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
@@ -60,8 +60,8 @@ cdef class BufferPool:
         self.total_memory = total_bytes
         self.slab_size = slab_bytes
         self.nonpooled = total_bytes
-        cap = total_bytes // slab_bytes
-        self.free_list = <uint8_t**>malloc(max(cap, 1) * sizeof(uint8_t*))
+        self.free_cap = min(total_bytes // slab_bytes, 64)
+        self.free_list = <uint8_t**>malloc(max(self.free_cap, 1) * sizeof(uint8_t*))
         if self.free_list == NULL:
             raise MemoryError()
         if kc_mutex_init(&self.lock) != 0:
@@ -218,8 +218,17 @@ cdef class BufferPool:
         return self._finish(mem, size, out)
 
     cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil:
+        cdef Py_ssize_t cap
+        cdef uint8_t** grown
         kc_mutex_lock(&self.lock)
-        if size == self.slab_size and self.nfree < self.total_memory // self.slab_size:
+        if size == self.slab_size and self.nfree == self.free_cap:
+            cap = min(self.free_cap * 2, self.total_memory // self.slab_size)
+            if cap > self.free_cap:
+                grown = <uint8_t**>realloc(self.free_list, cap * sizeof(uint8_t*))
+                if grown != NULL:  # else: not pooled, the slab just becomes free memory
+                    self.free_list = grown
+                    self.free_cap = cap
+        if size == self.slab_size and self.nfree < self.free_cap:
             self.free_list[self.nfree] = mem
             self.nfree += 1
             mem = NULL
