@@ -85,15 +85,15 @@ class BufferPool:
             self._nonpooled += n * self._slab
 
     def _take_now(self, size):
-        """(ok, from_slab); lock held."""
+        """Reserve size bytes if possible right now; lock held."""
         if size == self._slab and self._nfree:
             self._nfree -= 1
-            return True, True
+            return True
         if self._nonpooled + self._nfree * self._slab >= size:
             self._free_up(size)
             self._nonpooled -= size
-            return True, False
-        return False, False
+            return True
+        return False
 
     def _wake_head(self):
         if self._waiters and (self._nonpooled > 0 or self._nfree > 0):
@@ -117,10 +117,8 @@ class BufferPool:
             try:
                 if self._closed:
                     raise IllegalStateError("Producer closed while allocating memory")
-                if not self._waiters and self._take_now(size)[0]:
-                    pass
-                else:
-                    self._wait_for(size, ms, max_block_ms)
+                if self._waiters or not self._take_now(size):
+                    self._wait_for(size, ms, max_block_ms)  # FIFO: queue behind waiters
             finally:
                 self._wake_head()
         try:
