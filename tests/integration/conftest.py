@@ -61,8 +61,13 @@ def kafka():
         except KafkaLibsUnavailable as e:
             reason, cluster = str(e), None
     if cluster is None:
-        from pyprod.testing.tansu import TansuBroker
+        from pyprod.testing.tansu import TansuBroker, tansu_binary
 
+        try:
+            tansu_binary()
+        except RuntimeError as e:
+            _loud(f"NO BROKER AT ALL: Kafka unavailable ({reason.splitlines()[0]}) and {e}")
+            pytest.skip("neither Apache Kafka nor tansu can run here")
         _loud(f"NO APACHE KAFKA BROKER ({reason.splitlines()[0]}): the `kafka` fixture is "
               "tansu instead; tests needing real Kafka features will be skipped")
         broker = TansuBroker().start()
@@ -90,8 +95,12 @@ def kafka3():
 
 @pytest.fixture(scope="session")
 def tansu():
-    from pyprod.testing.tansu import TansuBroker
+    from pyprod.testing.tansu import TansuBroker, tansu_binary
 
+    try:
+        tansu_binary()
+    except RuntimeError as e:
+        pytest.skip(str(e))
     broker = TansuBroker().start()
     yield broker
     broker.stop()

@@ -511,6 +511,7 @@ class KafkaCluster:
         _live.discard(self)
         if self._own_dir and not _keep_dir and not os.environ.get("PYPROD_KEEP_KAFKA_LOGS"):
             shutil.rmtree(self.log_dir, ignore_errors=True)
+            self._formatted = False  # a later start() formats afresh
 
     def stop_node(self, i: int, timeout: float = 30.0) -> None:
         """Clean shutdown of node ``i`` (SIGTERM, SIGKILL after ``timeout``); its data stays."""
