@@ -266,7 +266,7 @@ class KafkaCluster:
         self.nodes = nodes
         self.version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
         self._own_dir = log_dir is None
-        self.log_dir = log_dir or tempfile.mkdtemp(prefix="pyprod-kafka-")
+        self.log_dir = log_dir  # a temp dir is made by start() when None
         self.broker_props = dict(broker_props or {})
         self.heap = heap or os.environ.get("PYPROD_KAFKA_HEAP") or "512m"
         self.jvm_opts = list(jvm_opts or [])
@@ -377,6 +377,9 @@ class KafkaCluster:
         """Format storage (first time), start every node, wait until all brokers are up."""
         t0 = time.monotonic()
         self._libs = ensure_kafka_libs(self.version)
+        if self.log_dir is None or not os.path.isdir(self.log_dir):
+            if self._own_dir:
+                self.log_dir = tempfile.mkdtemp(prefix="pyprod-kafka-")
         if not self._ports:
             ports = free_ports(2 * self.nodes)
             self._ports, self._ctl_ports = ports[: self.nodes], ports[self.nodes:]
@@ -509,7 +512,8 @@ class KafkaCluster:
         self._cds_collect(self._procs[0])
         self._procs = [None] * self.nodes
         _live.discard(self)
-        if self._own_dir and not _keep_dir and not os.environ.get("PYPROD_KEEP_KAFKA_LOGS"):
+        if (self._own_dir and self.log_dir and not _keep_dir
+                and not os.environ.get("PYPROD_KEEP_KAFKA_LOGS")):
             shutil.rmtree(self.log_dir, ignore_errors=True)
             self._formatted = False  # a later start() formats afresh
 
@@ -600,6 +604,8 @@ class KafkaCluster:
     def log_tail(self, n: int = 50, node: int | None = None) -> str:
         """Last ``n`` lines of each node's server.log (and of its stdout, if non-empty)."""
         out = []
+        if self.log_dir is None:
+            return ""
         for i in range(self.nodes) if node is None else [self._check(node)]:
             for name in ("server.log", "stdout.log", "format.log"):
                 path = os.path.join(self.node_dir(i), name)
