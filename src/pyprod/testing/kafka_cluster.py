@@ -531,6 +531,13 @@ class KafkaCluster:
             self._cds_collect(self._procs[0])
         self._procs[i] = None
 
+    def pause_node(self, i: int) -> None:
+        """SIGSTOP node ``i``: it keeps its connections but answers nothing (a hung broker)."""
+        os.kill(self._procs[self._check(i)].pid, signal.SIGSTOP)
+
+    def resume_node(self, i: int) -> None:
+        os.kill(self._procs[self._check(i)].pid, signal.SIGCONT)
+
     def start_node(self, i: int, timeout: float = 60.0) -> None:
         """Restart node ``i`` on its old ports and log dirs; wait until it is a live broker."""
         self._launch(self._check(i))

@@ -1,4 +1,4 @@
-"""Fixtures for tests against real brokers (see pyprod.testing).
+"""pytest fixtures for tests against real brokers; tests/conftest.py star-imports them.
 
 kafka          one-node Apache Kafka 4.x, session-scoped (falls back to tansu, loudly, when
                Java/Maven/Maven Central are unavailable, or when PYPROD_BROKER=tansu)
@@ -67,9 +67,9 @@ def kafka():
             tansu_binary()
         except RuntimeError as e:
             _loud(f"NO BROKER AT ALL: Kafka unavailable ({reason.splitlines()[0]}) and {e}")
-            pytest.skip("neither Apache Kafka nor tansu can run here")
+            pytest.fail("neither Apache Kafka nor tansu can run here")
         _loud(f"NO APACHE KAFKA BROKER ({reason.splitlines()[0]}): the `kafka` fixture is "
-              "tansu instead; tests needing real Kafka features will be skipped")
+              "tansu instead")
         broker = TansuBroker().start()
         yield broker
         broker.stop()
@@ -80,15 +80,15 @@ def kafka():
 
 @pytest.fixture(scope="session")
 def kafka3():
-    """A started three-node Kafka cluster; skips the test if Kafka can't run here."""
+    """A started three-node Kafka cluster. Broker tests never skip: no Kafka is a failure."""
     reason = _kafka_unavailable_reason()
     if reason:
-        pytest.skip(f"3-node Kafka unavailable: {reason}")
+        pytest.fail(f"3-node Kafka unavailable: {reason}")
     cluster = KafkaCluster(nodes=3)
     try:
         cluster.start()
     except KafkaLibsUnavailable as e:
-        pytest.skip(f"3-node Kafka unavailable: {e}")
+        pytest.fail(f"3-node Kafka unavailable: {e}")
     yield cluster
     cluster.stop(kill=True)  # throw-away data: no need for three controlled shutdowns
 
@@ -100,7 +100,7 @@ def tansu():
     try:
         tansu_binary()
     except RuntimeError as e:
-        pytest.skip(str(e))
+        pytest.fail(str(e))
     broker = TansuBroker().start()
     yield broker
     broker.stop()
