@@ -75,12 +75,11 @@ class Sender(threading.Thread):
         now = now_ms()
         if self.tm is not None and self.tm.needs_producer_id():
             self._maybe_init_producer_id(now)
-            if not self.tm.has_producer_id():
-                self.client.poll(self.retry_backoff_ms if self._init_pid_in_flight is False
-                                 else self.request_timeout_ms)
-                return
-        timeout = self._send_producer_data(now)
-        self.client.poll(timeout)
+        if self.tm is not None and not self.tm.has_producer_id():
+            self._expire(now)  # batches still time out while there is no producer id
+            self.client.poll(min(self.retry_backoff_ms, self.accumulator.next_expiry_delay(now)))
+            return
+        self.client.poll(self._send_producer_data(now))
 
     def _send_producer_data(self, now):
         cluster = self.metadata.cluster
@@ -101,10 +100,7 @@ class Sender(threading.Thread):
             for node_batches in batches.values():
                 for batch in node_batches:
                     self.accumulator.muted.add(batch.topic_partition)
-        for batch in self.accumulator.expired_batches(now):
-            self._fail(batch, errors.KafkaTimeoutError(
-                "Expiring %d record(s) for %s:%d ms has passed since batch creation" % (
-                    batch.record_count, batch.topic_partition, now - batch.created_ms)), now)
+        self._expire(now)
         timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
                       self.accumulator.next_expiry_delay(now))
         if any(batches.values()):
@@ -113,6 +109,12 @@ class Sender(threading.Thread):
             if node_batches:
                 self._send_produce_request(node, node_batches, now)
         return max(0, min(timeout, self.delivery_timeout_ms))
+
+    def _expire(self, now):
+        for batch in self.accumulator.expired_batches(now):
+            self._fail(batch, errors.KafkaTimeoutError(
+                "Expiring %d record(s) for %s:%d ms has passed since batch creation" % (
+                    batch.record_count, batch.topic_partition, now - batch.created_ms)), now)
 
     # -- produce ----------------------------------------------------------------------------
     def _send_produce_request(self, node, batches, now):

@@ -22,6 +22,7 @@ import hashlib
 import importlib.resources
 import logging
 import os
+import queue
 import random
 import shutil
 import signal
@@ -103,19 +104,57 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
+class _Spawner(threading.Thread):
+    """One thread that lives as long as the process and forks every child. PR_SET_PDEATHSIG
+    fires when the *thread* that forked exits, so a child started from a short-lived thread
+    (a test restarting a broker in the background) would be killed with that thread."""
+
+    def __init__(self):
+        super().__init__(name="pyprod-spawner", daemon=True)
+        self.jobs = queue.Queue()
+        self.start()
+
+    def run(self):
+        while True:
+            fn, box, done = self.jobs.get()
+            try:
+                box.append(fn())
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                box.append(e)
+            done.set()
+
+    def call(self, fn):
+        box, done = [], threading.Event()
+        self.jobs.put((fn, box, done))
+        done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+
+_spawner = None
+_spawner_lock = threading.Lock()
+
+
 def spawn(argv, *, log_path=None, env=None, cwd=None, stdin=subprocess.DEVNULL,
           stdout=None) -> subprocess.Popen:
     """Start ``argv`` in its own session; it gets SIGKILL if this process dies.
 
-    PR_SET_PDEATHSIG follows the *thread* that forked, so call this from a long-lived
-    thread (normally the main one). Output (stderr always, stdout unless ``stdout`` is
-    given, e.g. ``subprocess.PIPE``) is appended to ``log_path`` (default: discarded).
+    Output (stderr always, stdout unless ``stdout`` is given, e.g. ``subprocess.PIPE``) is
+    appended to ``log_path`` (default: discarded).
     """
-    with open(log_path or os.devnull, "ab") as fh:
-        return subprocess.Popen(
-            argv, stdin=stdin, stdout=fh if stdout is None else stdout, stderr=fh,
-            env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent,
-        )
+    global _spawner
+
+    def start():
+        with open(log_path or os.devnull, "ab") as fh:
+            return subprocess.Popen(
+                argv, stdin=stdin, stdout=fh if stdout is None else stdout, stderr=fh,
+                env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent,
+            )
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = _Spawner()
+    return _spawner.call(start)
 
 
 def terminate(proc: subprocess.Popen | None, timeout: float = 15.0, *, kill: bool = False) -> None:
