@@ -53,7 +53,8 @@ def _run_pyprod(bootstrap, topic, n, value):
     from pyprod import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
-    p.send(topic, value).get(30)  # warm: metadata and connections
+    for f in [p.send(topic, value, partition=i) for i in range(PARTITIONS)]:
+        f.get(30)  # warm: metadata, connections, every partition's leader answering
     send = p.send
     c0, t0 = _cpu(), time.perf_counter()
     for _ in range(n):
@@ -68,7 +69,8 @@ def _run_kafka_python(bootstrap, topic, n, value):
     from kafka import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
-    p.send(topic, value).get(30)
+    for f in [p.send(topic, value, partition=i) for i in range(PARTITIONS)]:
+        f.get(30)
     send = p.send
     c0, t0 = _cpu(), time.perf_counter()
     for _ in range(n):
@@ -89,8 +91,10 @@ def _run_confluent(bootstrap, topic, n, value):
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": LINGER_MS,
                   "error_cb": on_error})
-    p.produce(topic, value)
-    p.flush(30)
+    for i in range(PARTITIONS):
+        p.produce(topic, value, partition=i)
+    if p.flush(30):
+        raise RuntimeError("confluent-kafka: warm-up records not delivered")
     produce, poll = p.produce, p.poll
     full = 0
     c0, t0 = _cpu(), time.perf_counter()
@@ -171,8 +175,8 @@ def _run_java(bootstrap, topic, n, timeout):
 
     cmd = java_command("org.apache.kafka.tools.ProducerPerformance",
                        "--topic", topic, "--num-records", str(n), "--record-size",
-                       str(VALUE_SIZE), "--throughput", "-1", "--producer-props",
-                       f"bootstrap.servers={bootstrap}", "acks=1", f"linger.ms={LINGER_MS}",
+                       str(VALUE_SIZE), "--throughput", "-1", "--bootstrap-server", bootstrap,
+                       "--command-property", "acks=1", f"linger.ms={LINGER_MS}",
                        heap="512m")
     out = _run_measured(cmd, timeout)
     m = [x for x in _JAVA_LINE.finditer(out["stdout"]) if int(x.group(1)) == n]
@@ -180,8 +184,8 @@ def _run_java(bootstrap, topic, n, timeout):
         raise RuntimeError(f"java run failed (exit {out['rc']}):\n"
                            f"{(out['stdout'] + out['stderr'])[-3000:]}")
     rate = float(m[-1].group(2))
-    # ProducerPerformance times its own send loop (ending when close() has delivered all);
-    # CPU is the whole JVM, startup and JIT included, so it overstates the steady state.
+    # ProducerPerformance times its own send loop (ending when close() has delivered all),
+    # without a warm-up; CPU is the whole JVM, startup and JIT included: both understate Java.
     return {"client": "java", "records": n, "wall_s": n / rate, "cpu_s": out["cpu_s"],
             "process_cpu_s": out["cpu_s"], "peak_rss_mib": out["peak_rss_mib"],
             "cpu_includes_jvm_startup": True}
@@ -217,7 +221,7 @@ def versions(with_java: bool) -> dict:
     import confluent_kafka
     import kafka
     import kcore
-    import pyprod
+    import pyprod  # noqa: F811
     from pyprod.testing.kafka_cluster import DEFAULT_KAFKA_VERSION
 
     v = {"pyprod": pyprod.__version__,
@@ -351,7 +355,7 @@ def main(argv=None) -> int:
                     res = _run_java(bootstrap, topic, counts[c], timeout)
                 else:
                     res = _run_python_child(c, bootstrap, topic, counts[c], timeout)
-                warm = 0 if c == "java" else 1
+                warm = 0 if c == "java" else PARTITIONS
                 landed = _end_offsets(bootstrap, topic)
                 if landed != counts[c] + warm:
                     raise RuntimeError(f"{c}: {landed} records in {topic}, expected "
