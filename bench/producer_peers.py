@@ -224,7 +224,12 @@ def versions(with_java: bool) -> dict:
     import pyprod  # noqa: F811
     from pyprod.testing.kafka_cluster import DEFAULT_KAFKA_VERSION
 
-    v = {"pyprod": pyprod.__version__,
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=os.path.dirname(pyprod.__file__)).stdout.strip()
+    except OSError:
+        commit = ""
+    v = {"pyprod": pyprod.__version__ + (f" (git {commit})" if commit else ""),
          "pyprod_kernels": "compiled" if kcore.EXTENSIONS else "pure-python",
          "kafka-python": kafka.__version__,
          "confluent-kafka": confluent_kafka.__version__,
@@ -307,6 +312,9 @@ def main(argv=None) -> int:
     ap.add_argument("--java", dest="java", action="store_true", default=None,
                     help="also run Java's ProducerPerformance (default: on unless --quick)")
     ap.add_argument("--no-java", dest="java", action="store_false")
+    ap.add_argument("--broker-warmup", type=int, default=None,
+                    help="untimed confluent-kafka records first, so the broker's JIT is warm "
+                         "(default min(records, 300000); 0 = none)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "producer_peers.json"))
     ap.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
@@ -345,6 +353,13 @@ def main(argv=None) -> int:
         else:
             def create(name):
                 cluster.create_topic(name, PARTITIONS)
+        broker_warm = min(n, 300_000) if args.broker_warmup is None else args.broker_warmup
+        if broker_warm > 0:
+            topic = f"peers-warmup-{uuid.uuid4().hex[:6]}"
+            create(topic)
+            print(f"warming the broker up with {broker_warm:,} records (untimed) ...",
+                  file=sys.stderr, flush=True)
+            _run_python_child("confluent", bootstrap, topic, broker_warm, 300)
         for rnd in range(args.rounds):
             order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
             for c in order:
