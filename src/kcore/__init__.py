@@ -9,7 +9,8 @@ import os
 from importlib import import_module
 from types import SimpleNamespace
 
-KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel")
+KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel",
+           "future", "producer_batch", "record_accumulator")
 EXTENSIONS = os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
 
 

@@ -3,12 +3,19 @@ import threading
 import pytest
 
 from pyprod.errors import KafkaTimeoutError, MessageSizeTooLargeError
-from pyprod.future import FutureRecordMetadata, ProduceRequestResult, TopicPartition
+
+IMPL = None  # set per test by the autouse fixture: the compiled kcore or its pure twin
+
+
+@pytest.fixture(autouse=True)
+def _impl(k):
+    global IMPL
+    IMPL = k
 
 
 def _futures(n):
-    result = ProduceRequestResult(TopicPartition("t", 3))
-    return result, [FutureRecordMetadata(result, i, 1000 + i, 1, 2, -1) for i in range(n)]
+    result = IMPL.ProduceRequestResult(IMPL.TopicPartition("t", 3))
+    return result, [IMPL.FutureRecordMetadata(result, i, 1000 + i, 1, 2, -1) for i in range(n)]
 
 
 def test_batch_completion_gives_each_record_its_offset():

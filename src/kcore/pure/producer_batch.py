@@ -1,8 +1,11 @@
 """ProducerBatch: the records bound for one partition, their builder and their shared result."""
 import struct
 
-import kcore
-from pyprod.future import FutureRecordMetadata, ProduceRequestResult
+from kcore.pure.crc import crc32c
+from kcore.pure.future import FutureRecordMetadata, ProduceRequestResult
+from kcore.pure.record_batch_builder import RecordBatchBuilder
+
+__all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
 
 # Java's AbstractRecords.estimateSizeInBytesUpperBound: header + worst-case varints per record.
 BATCH_HEADER = 61
@@ -17,7 +20,7 @@ def restamp(payload, producer_id, producer_epoch, base_sequence):
     """A built batch with new producer state (and so a new CRC)."""
     out = bytearray(payload)
     _PRODUCER_STATE.pack_into(out, 43, producer_id, producer_epoch, base_sequence)
-    _CRC.pack_into(out, 17, kcore.crc32c(memoryview(out)[21:]))
+    _CRC.pack_into(out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
 
 
@@ -32,22 +35,23 @@ def record_size_upper_bound(key, value, headers):
 class ProducerBatch:
     __slots__ = ("topic_partition", "builder", "result", "created_ms", "last_attempt_ms",
                  "attempts", "record_count", "size", "memory", "payload", "base_sequence", "closed",
-                 "sequence_epoch", "drained_ms")
+                 "sequence_epoch", "drained_ms", "appending")
 
-    def __init__(self, topic_partition, batch_size, compression, memory, now_ms):
+    def __init__(self, topic_partition, batch_size, compression, now_ms):
         self.topic_partition = topic_partition
-        self.builder = kcore.RecordBatchBuilder(batch_size, compression or "none")
+        self.builder = RecordBatchBuilder(batch_size, compression or "none")
         self.result = ProduceRequestResult(topic_partition)
         self.created_ms = self.last_attempt_ms = now_ms
         self.attempts = 0
         self.record_count = 0
         self.size = BATCH_HEADER  # an upper bound of the built size, until it is built
-        self.memory = memory  # the BufferPool allocation this batch accounts for
+        self.memory = None  # the BufferPool allocation this batch accounts for
         self.payload = None  # the built bytes, fixed once the batch is first drained
         self.base_sequence = -1
         self.sequence_epoch = None  # (producer id, epoch) the sequence was given under
         self.closed = False
         self.drained_ms = None
+        self.appending = False  # an append is copying into it without the GIL
 
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""

@@ -1,0 +1,38 @@
+/* Wall and monotonic milliseconds, and a fork counter bumped in the child (a C fork hook, as
+   uvloop does): objects made before a fork can tell cheaply that they are in a child. */
+#ifndef KCORE_CLOCK_IMPL_H
+#define KCORE_CLOCK_IMPL_H
+#include <stdint.h>
+
+#ifdef _WIN32
+#include <windows.h>
+static int64_t kc_wall_ms(void) {
+    FILETIME ft;
+    ULARGE_INTEGER t;
+    GetSystemTimePreciseAsFileTime(&ft);
+    t.LowPart = ft.dwLowDateTime;
+    t.HighPart = ft.dwHighDateTime;
+    return (int64_t)((t.QuadPart - 116444736000000000ULL) / 10000ULL);
+}
+static void kc_install_fork_hook(void) {}
+static int kc_fork_generation(void) { return 0; }
+#else
+#include <pthread.h>
+#include <time.h>
+static int64_t kc_wall_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+static volatile int kc_forks = 0;
+static void kc_after_fork_in_child(void) { kc_forks++; }
+static void kc_install_fork_hook(void) {
+    static int installed = 0;
+    if (!installed) {
+        installed = 1;
+        pthread_atfork(NULL, NULL, kc_after_fork_in_child);
+    }
+}
+static int kc_fork_generation(void) { return kc_forks; }
+#endif
+#endif

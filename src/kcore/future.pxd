@@ -1,0 +1,27 @@
+# Per-batch result and per-record futures (see future.pyx); cimported by producer_batch.
+from libc.stdint cimport int64_t
+
+
+cdef class ProduceRequestResult:
+    cdef public object topic_partition
+    cdef public int64_t base_offset
+    cdef public int64_t log_append_time
+    cdef public object error
+    cdef public object record_errors
+    cdef public bint is_done
+    cdef object _event
+    cdef list _thunks
+
+
+cdef class FutureRecordMetadata:
+    cdef ProduceRequestResult _result
+    cdef int64_t _index
+    cdef int64_t _timestamp
+    cdef int64_t _key_size, _value_size, _header_size
+    cdef object _value
+
+
+# A future for record `index` of `result` (the hot path: no Python-level __init__).
+cdef FutureRecordMetadata new_future(ProduceRequestResult result, int64_t index,
+                                     int64_t timestamp_ms, int64_t key_size, int64_t value_size,
+                                     int64_t header_size)

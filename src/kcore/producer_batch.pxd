@@ -1,0 +1,40 @@
+# ProducerBatch (see producer_batch.pyx): cimported by record_accumulator.
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from kcore.buffer_pool cimport BufferPool
+from kcore.future cimport FutureRecordMetadata, ProduceRequestResult
+from kcore.record_batch_builder cimport RecordBatchBuilder
+
+
+cdef class ProducerBatch:
+    cdef public object topic_partition
+    cdef public RecordBatchBuilder builder
+    cdef public ProduceRequestResult result
+    cdef public int64_t created_ms, last_attempt_ms
+    cdef public int attempts
+    cdef public int32_t record_count
+    cdef public Py_ssize_t size
+    cdef public object memory          # the twin's PoolBuffer; here the raw slab below
+    cdef public object payload
+    cdef public int32_t base_sequence
+    cdef public object sequence_epoch
+    cdef public bint closed
+    cdef public bint appending
+    cdef public object drained_ms
+    cdef BufferPool pool
+    cdef uint8_t* mem
+    cdef Py_ssize_t mem_size
+
+    # Put the builder on pool memory (owned by the batch until release_memory).
+    cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept
+    cdef void release_memory(self) noexcept
+    # One record (klen/vlen < 0: null; headers pre-encoded); None if it does not fit.
+    cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
+                                       const uint8_t* value, Py_ssize_t vlen,
+                                       const uint8_t* headers, Py_ssize_t hlen, int32_t hcount,
+                                       int64_t key_size, int64_t value_size,
+                                       int64_t header_size, Py_ssize_t size)
+
+
+cdef Py_ssize_t size_upper_bound(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hbytes,
+                                 Py_ssize_t hcount) noexcept nogil

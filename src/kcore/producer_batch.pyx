@@ -1,0 +1,118 @@
+# cython: binding=False
+"""Compiled twin of kcore/pure/producer_batch.py. The batch's records go straight into a
+BufferPool slab through the builder's C API; the slab goes back when the batch completes."""
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from kcore.buffer_pool cimport BufferPool
+from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
+from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
+
+from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound, restamp
+
+__all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
+
+cdef enum:
+    RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # worst-case varints and attributes
+
+
+cdef Py_ssize_t size_upper_bound(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hbytes,
+                                 Py_ssize_t hcount) noexcept nogil:
+    """As record_size_upper_bound: hbytes = utf-8 key and value bytes of the headers."""
+    return RECORD_OVERHEAD + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + \
+        hbytes + 10 * hcount
+
+
+cdef class ProducerBatch:
+    def __init__(self, topic_partition, batch_size, compression, int64_t now_ms):
+        self.topic_partition = topic_partition
+        self.builder = RecordBatchBuilder(batch_size, compression or "none")
+        self.result = ProduceRequestResult(topic_partition)
+        self.created_ms = self.last_attempt_ms = now_ms
+        self.size = BATCH_HEADER
+        self.base_sequence = -1
+
+    def __dealloc__(self):
+        self.release_memory()
+
+    cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept:
+        self.pool, self.mem, self.mem_size = pool, mem, size
+        self.builder.attach(mem, size)
+
+    cdef void release_memory(self) noexcept:
+        if self.mem != NULL:
+            self.pool.release_raw(self.mem, self.mem_size)
+            self.mem = NULL
+
+    cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
+                                       const uint8_t* value, Py_ssize_t vlen,
+                                       const uint8_t* headers, Py_ssize_t hlen, int32_t hcount,
+                                       int64_t key_size, int64_t value_size,
+                                       int64_t header_size, Py_ssize_t size):
+        cdef int rc
+        if self.closed:
+            return None
+        if size > (1 << 16):  # big copies run without the GIL; drain() skips the batch
+            self.appending = True
+            with nogil:
+                rc = self.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
+            self.appending = False
+        else:
+            rc = self.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
+        if rc != RBB_APPENDED:
+            if rc != RBB_FULL:
+                raise ValueError("record cannot be encoded (error %d)" % rc)
+            self.closed = True
+            return None
+        self.size += size
+        self.record_count += 1
+        return new_future(self.result, self.record_count - 1, ts, key_size, value_size,
+                          header_size)
+
+    def try_append(self, timestamp_ms, key, value, headers, header_size, size):
+        """A future for the record, or None if it does not fit (the first record always fits)."""
+        if self.closed or not self.builder.append(timestamp_ms, key, value, headers or ()):
+            return None
+        future = FutureRecordMetadata(
+            self.result, self.record_count, timestamp_ms,
+            len(key) if key is not None else -1, len(value) if value is not None else -1,
+            header_size)
+        self.record_count += 1
+        self.size += size
+        return future
+
+    def estimated_size(self):
+        return len(self.payload) if self.payload is not None else self.size
+
+    def close(self):
+        """No more appends (the Sender drained it, or the next record did not fit)."""
+        self.closed = True
+
+    def build(self, int64_t producer_id=-1, int producer_epoch=-1, int32_t base_sequence=-1):
+        """The bytes to send. Built once: a retry resends the same records, restamped only if
+        the producer id changed in between."""
+        self.closed = True
+        if self.payload is None:
+            if producer_id >= 0:
+                self.builder.producer_id = producer_id
+                self.builder.producer_epoch = producer_epoch
+                self.builder.base_sequence = base_sequence
+            self.payload = self.builder.build()
+            self.builder = None
+        elif producer_id >= 0 and (self.sequence_epoch != (producer_id, producer_epoch)
+                                   or base_sequence != self.base_sequence):
+            self.payload = restamp(self.payload, producer_id, producer_epoch, base_sequence)
+        if producer_id >= 0:
+            self.base_sequence = base_sequence
+            self.sequence_epoch = (producer_id, producer_epoch)
+        return self.payload
+
+    @property
+    def has_sequence(self):
+        return self.base_sequence >= 0
+
+    def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
+        self.result.done(base_offset, log_append_time, error, record_errors)
+
+    def __repr__(self):
+        return "ProducerBatch(%s, records=%d, attempts=%d)" % (
+            self.topic_partition, self.record_count, self.attempts)

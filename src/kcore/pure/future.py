@@ -1,0 +1,221 @@
+"""Futures, as the Java client does them: one ProduceRequestResult per batch, completed once;
+each record's FutureRecordMetadata is a thin view on it (offset = base offset + its index), so
+completing a batch costs nothing per record unless the record has callbacks (the Java Thunks).
+
+The API is kafka-python's: is_done / value / exception, succeeded(), failed(), get(timeout),
+add_callback / add_errback / add_both.
+"""
+import collections
+import functools
+import logging
+import threading
+
+from pyprod.errors import KafkaTimeoutError
+
+__all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
+           "Future"]
+
+log = logging.getLogger("pyprod.future")
+
+TopicPartition = collections.namedtuple("TopicPartition", ["topic", "partition"])
+
+RecordMetadata = collections.namedtuple("RecordMetadata", [
+    "topic", "partition", "topic_partition", "offset", "timestamp", "checksum",
+    "serialized_key_size", "serialized_value_size", "serialized_header_size"])
+
+
+def _run(f, arg):
+    try:
+        f(arg)
+    except Exception:
+        log.exception("Error in producer callback %r", f)
+
+
+def _partial(f, args, kwargs):
+    return functools.partial(f, *args, **kwargs) if args or kwargs else f
+
+
+class ProduceRequestResult:
+    """The outcome of one batch: set once, by the Sender thread. The Event that get() waits on
+    is made only if somebody waits before it is done."""
+
+    def __init__(self, topic_partition):
+        self.topic_partition = topic_partition
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error = None
+        self.record_errors = None  # {batch index: exception}, from the broker's record_errors
+        self.is_done = False
+        self._event = None
+        self._thunks = None  # [(future, callback, errback)] of records that asked for a call
+        self._lock = threading.Lock()
+
+    def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
+        with self._lock:
+            if self.is_done:
+                return
+            self.base_offset, self.log_append_time = base_offset, log_append_time
+            self.error, self.record_errors = error, record_errors
+            self.is_done = True
+            thunks, self._thunks = self._thunks, None
+            event = self._event
+        if event is not None:
+            event.set()
+        for future, callback, errback in thunks or ():
+            exc = future.exception
+            if exc is None:
+                if callback is not None:
+                    _run(callback, future.value)
+            elif errback is not None:
+                _run(errback, exc)
+
+    def wait(self, timeout=None):
+        with self._lock:
+            if self.is_done:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
+
+    def add_thunk(self, future, callback, errback):
+        """Register a call for when the batch completes; False if it already has."""
+        with self._lock:
+            if self.is_done:
+                return False
+            if self._thunks is None:
+                self._thunks = []
+            self._thunks.append((future, callback, errback))
+            return True
+
+
+class FutureRecordMetadata:
+    """The future send() returns: a view of one record inside its batch's result."""
+    __slots__ = ("_result", "_index", "_timestamp", "_key_size", "_value_size", "_header_size",
+                 "_value")
+
+    def __init__(self, result, index, timestamp_ms, key_size, value_size, header_size):
+        self._result = result
+        self._index = index
+        self._timestamp = timestamp_ms
+        self._key_size, self._value_size, self._header_size = key_size, value_size, header_size
+        self._value = None
+
+    @property
+    def is_done(self):
+        return self._result.is_done
+
+    @property
+    def exception(self):
+        r = self._result
+        if not r.is_done:
+            return None
+        if r.error is not None:
+            return r.error
+        if r.record_errors:
+            return r.record_errors.get(self._index)
+        return None
+
+    @property
+    def value(self):
+        r = self._result
+        if self._value is None and r.is_done and self.exception is None:
+            ts = r.log_append_time if r.log_append_time != -1 else self._timestamp
+            offset = r.base_offset + self._index if r.base_offset != -1 else -1
+            tp = r.topic_partition
+            self._value = RecordMetadata(tp[0], tp[1], tp, offset, ts, None, self._key_size,
+                                         self._value_size, self._header_size)
+        return self._value
+
+    def succeeded(self):
+        return self.is_done and self.exception is None
+
+    def failed(self):
+        return self.is_done and self.exception is not None
+
+    def retriable(self):
+        return self.failed() and getattr(self.exception, "retriable", False)
+
+    def get(self, timeout=None):
+        if not self._result.wait(timeout):
+            raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
+        exc = self.exception
+        if exc is not None:
+            raise exc
+        return self.value
+
+    def _add(self, callback, errback):
+        if not self._result.add_thunk(self, callback, errback):
+            exc = self.exception
+            if exc is None:
+                if callback is not None:
+                    _run(callback, self.value)
+            elif errback is not None:
+                _run(errback, exc)
+        return self
+
+    def add_callback(self, f, *args, **kwargs):
+        return self._add(_partial(f, args, kwargs), None)
+
+    def add_errback(self, f, *args, **kwargs):
+        return self._add(None, _partial(f, args, kwargs))
+
+    def add_both(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        return self._add(f, f)
+
+
+class Future:
+    """kafka-python's kafka.future.Future: a result known without a batch (an early error)."""
+
+    def __init__(self):
+        self.is_done, self.value, self.exception = False, None, None
+        self._callbacks, self._errbacks = [], []
+
+    def succeeded(self):
+        return self.is_done and self.exception is None
+
+    def failed(self):
+        return self.is_done and self.exception is not None
+
+    def retriable(self):
+        return self.failed() and getattr(self.exception, "retriable", False)
+
+    def success(self, value):
+        self.value, self.is_done = value, True
+        for f in self._callbacks:
+            _run(f, value)
+        return self
+
+    def failure(self, e):
+        self.exception, self.is_done = (e() if isinstance(e, type) else e), True
+        for f in self._errbacks:
+            _run(f, self.exception)
+        return self
+
+    def add_callback(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        if not self.is_done:
+            self._callbacks.append(f)
+        elif self.exception is None:
+            _run(f, self.value)
+        return self
+
+    def add_errback(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        if not self.is_done:
+            self._errbacks.append(f)
+        elif self.exception is not None:
+            _run(f, self.exception)
+        return self
+
+    def add_both(self, f, *args, **kwargs):
+        self.add_callback(f, *args, **kwargs)
+        return self.add_errback(f, *args, **kwargs)
+
+    def get(self, timeout=None):
+        if not self.is_done:
+            raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
+        if self.exception is not None:
+            raise self.exception
+        return self.value

@@ -1,0 +1,484 @@
+# cython: binding=False, wraparound=True
+"""Compiled twin of kcore/pure/record_accumulator.py (see it for the design).
+
+SendPath.send is the hot path of the caller thread: arguments, headers, partition and the append
+run in C. The GIL is the lock: between Python calls nothing else runs, and a large record is
+copied without it only while its batch is marked ``appending`` (drain() leaves such a batch).
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_CheckExact
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+
+from kcore.buffer_pool cimport (BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE, BufferPool)
+from kcore.future cimport FutureRecordMetadata
+from kcore.murmur cimport partition_of
+from kcore.producer_batch cimport ProducerBatch, size_upper_bound
+from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
+
+import collections
+import time
+
+from kcore.buffer_pool import BufferPool as _BufferPool
+from kcore.pure.record_accumulator import (
+    ReadyCheckResult, _as_bytes, _check_headers, _not_in_metadata, _too_large)
+from kcore.future import TopicPartition
+from pyprod.errors import IllegalStateError, KafkaTimeoutError
+
+__all__ = ["RecordAccumulator", "ReadyCheckResult", "SendPath", "TopicInfo", "fork_generation"]
+
+cdef extern from "clock_impl.h" nogil:
+    int64_t kc_wall_ms()
+    void kc_install_fork_hook()
+    int kc_fork_generation()
+
+kc_install_fork_hook()
+_monotonic = time.monotonic
+
+
+def fork_generation():
+    """Bumped in every forked child (by a C fork hook)."""
+    return kc_fork_generation()
+
+
+cdef inline int64_t _now_ms():
+    return <int64_t>(_monotonic() * 1000)
+
+
+cdef class TopicInfo:
+    """One topic: partitions (as of a metadata version), their deques, the sticky partition."""
+    cdef public str topic
+    cdef public int64_t version
+    cdef public int num_partitions
+    cdef public list available
+    cdef public list tps
+    cdef public list deques
+    cdef public int sticky
+    cdef public int64_t produced
+
+    def __init__(self, topic):
+        self.topic = topic
+        self.version = -1
+        self.available, self.tps, self.deques = [], [], []
+        self.sticky = -1
+
+
+cdef uint64_t _xorshift(uint64_t* state) noexcept nogil:
+    cdef uint64_t x = state[0]
+    x ^= x << 13
+    x ^= x >> 7
+    x ^= x << 17
+    state[0] = x
+    return x
+
+
+cdef class RecordAccumulator:
+    cdef public Py_ssize_t batch_size
+    cdef public int64_t linger_ms, retry_backoff_ms, delivery_timeout_ms
+    cdef public object compression
+    cdef public BufferPool pool
+    cdef public object metadata, tm
+    cdef public set muted
+    cdef dict _topics, _deques
+    cdef set _incomplete
+    cdef int _flushes
+    cdef bint _closed
+    cdef Py_ssize_t _drain_index
+    cdef uint64_t _rng
+
+    def __init__(self, config, metadata, transaction_manager=None, seed=None):
+        self.batch_size = config["batch_size"]
+        self.linger_ms = config["linger_ms"]
+        self.retry_backoff_ms = config["retry_backoff_ms"]
+        self.delivery_timeout_ms = config["delivery_timeout_ms"]
+        self.compression = config["compression_type"]
+        self.pool = _BufferPool(config["buffer_memory"], max(self.batch_size, 1))
+        self.metadata = metadata
+        self.tm = transaction_manager
+        self.muted = set()
+        self._topics, self._deques, self._incomplete = {}, {}, set()
+        self._rng = <uint64_t>(hash((id(self), time.time_ns())) | 1)
+        if seed is not None:
+            self._rng = <uint64_t>seed | 1
+
+    # -- topics and the sticky partitioner --------------------------------------------------
+    def topic_info(self, str topic):
+        return self._topic_info(topic)
+
+    cdef TopicInfo _topic_info(self, str topic):
+        cdef int64_t version = self.metadata.version
+        cdef TopicInfo info = self._topics.get(topic)
+        cdef int count
+        if info is not None and info.version == version:
+            return info if info.num_partitions else None
+        cluster = self.metadata.cluster
+        if info is None:
+            info = self._topics.setdefault(topic, TopicInfo(topic))
+        parts = cluster.partitions_for_topic(topic)
+        count = max(parts) + 1 if parts else 0
+        while len(info.deques) < count:
+            tp = TopicPartition(topic, len(info.deques))
+            info.tps.append(tp)
+            info.deques.append(self._deques.setdefault(tp, collections.deque()))
+        info.available = sorted(cluster.available_partitions_for_topic(topic) or parts or ())
+        info.num_partitions = count
+        if info.sticky >= count:
+            info.sticky = -1
+        info.version = version
+        return info if count else None
+
+    def sticky_partition(self, TopicInfo info):
+        if info.sticky < 0:
+            info.sticky = self._next_partition(info)
+        return info.sticky
+
+    cdef int _next_partition(self, TopicInfo info):
+        cdef list pool = [p for p in info.available if p != info.sticky] or info.available
+        if not pool:
+            pool = list(range(info.num_partitions))
+        return pool[_xorshift(&self._rng) % len(pool)]
+
+    def update_sticky(self, TopicInfo info, int partition, Py_ssize_t appended_bytes):
+        self._update_sticky(info, partition, appended_bytes)
+
+    cdef void _update_sticky(self, TopicInfo info, int partition, Py_ssize_t appended_bytes):
+        if partition != info.sticky:
+            return
+        info.produced += appended_bytes
+        if info.produced >= self.batch_size:
+            dq = info.deques[partition]
+            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).closed:
+                info.sticky = self._next_partition(info)
+                info.produced = 0
+
+    # -- caller threads ---------------------------------------------------------------------
+    def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
+               now, abort_on_new_batch=False):
+        """(future, batch_is_full, new_batch_created, aborted_for_new_batch)."""
+        cdef int32_t hcount = 0
+        cdef bytes hbytes = encode_headers(headers, &hcount) if headers else None
+        key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
+        dq = self._deques.get(tp)
+        if dq is None:
+            dq = self._deques.setdefault(tp, collections.deque())
+        return self._append(dq, tp, timestamp_ms, key, value, hbytes, hcount,
+                            header_size, size, max_block_ms, abort_on_new_batch)
+
+    cdef tuple _append(self, object dq, object tp, int64_t ts, object key, object value,
+                       bytes hbytes, int32_t hcount, int64_t header_size, Py_ssize_t size,
+                       double max_block_ms, bint abort_on_new_batch):
+        cdef const uint8_t* kp = NULL
+        cdef const uint8_t* vp = NULL
+        cdef const uint8_t* hp = NULL
+        cdef Py_ssize_t kl = -1, vl = -1, hl = 0, need
+        cdef ProducerBatch batch
+        cdef FutureRecordMetadata future
+        cdef uint8_t* mem = NULL
+        cdef int rc
+        if key is not None:
+            kp, kl = <const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)
+        if value is not None:
+            vp, vl = <const uint8_t*>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
+        if hbytes is not None:
+            hp, hl = <const uint8_t*>PyBytes_AS_STRING(hbytes), PyBytes_GET_SIZE(hbytes)
+        if dq:
+            batch = dq[-1]
+            future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
+                                    size)
+            if future is not None:
+                return future, len(dq) > 1 or batch.closed, False, False
+        if abort_on_new_batch:
+            return None, False, False, True
+        # No room: take memory, waiting without the GIL if the pool is short, then retry.
+        need = max(self.batch_size, RBB_HEADER_SIZE + size)
+        with nogil:
+            rc = self.pool.acquire_raw(need, max_block_ms, &mem)
+        if rc != BP_OK:
+            _raise_pool(rc, need, max_block_ms)
+        if self._closed:
+            self.pool.release_raw(mem, need)
+            raise IllegalStateError("Producer closed while send in progress")
+        if dq:  # another thread may have made a batch while this one waited
+            batch = dq[-1]
+            future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
+                                    size)
+            if future is not None:
+                self.pool.release_raw(mem, need)
+                return future, len(dq) > 1 or batch.closed, False, False
+        batch = ProducerBatch(tp, self.batch_size, self.compression, _now_ms())
+        batch.attach(self.pool, mem, need)
+        future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
+        dq.append(batch)
+        self._incomplete.add(batch)
+        return future, len(dq) > 1 or batch.closed, True, False
+
+    # -- the Sender thread: as the twin, over a snapshot (callers may add topics meanwhile) --
+    def ready(self, cluster, int64_t now):
+        cdef ProducerBatch batch
+        cdef int64_t waited, wait
+        cdef bint backing_off, sendable
+        cdef bint exhausted = self.pool.nwaiters > 0
+        cdef bint forced = self._closed or self._flushes > 0
+        ready, unknown = set(), set()
+        next_delay = float("inf")
+        leader_for = cluster.leader_for_partition
+        for tp, dq in list(self._deques.items()):
+            if not dq:
+                continue
+            leader = leader_for(tp)
+            if leader is None or leader < 0:
+                unknown.add(tp[0])
+                continue
+            if leader in ready or tp in self.muted:
+                continue
+            batch = dq[0]
+            waited = now - batch.last_attempt_ms
+            backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms
+            wait = self.retry_backoff_ms if backing_off else self.linger_ms
+            sendable = len(dq) > 1 or batch.closed or waited >= wait or exhausted or forced
+            if sendable and not backing_off:
+                ready.add(leader)
+            elif max(wait - waited, 0) < next_delay:
+                next_delay = max(wait - waited, 0)
+        return ReadyCheckResult(ready, next_delay, unknown)
+
+    def drain(self, cluster, nodes, max_request_size, int64_t now):
+        leader_for = cluster.leader_for_partition
+        by_node = collections.defaultdict(list)
+        for tp in list(self._deques):
+            by_node[leader_for(tp)].append(tp)
+        return {node: self._drain_node(by_node.get(node, ()), max_request_size, now)
+                for node in nodes}
+
+    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now):
+        cdef ProducerBatch first
+        cdef Py_ssize_t size = 0, start, n = len(parts)
+        cdef list batches = []
+        if not n:
+            return batches
+        start = self._drain_index % n
+        self._drain_index += 1
+        for tp in list(parts[start:]) + list(parts[:start]):
+            dq = self._deques[tp]
+            if not dq or tp in self.muted:
+                continue
+            first = dq[0]
+            if first.appending:
+                continue
+            if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff_ms:
+                continue
+            if self.tm is not None and not self.tm.can_drain(first):
+                continue
+            if batches and size + first.estimated_size() > max_size:
+                break
+            if dq[0] is not first or first.appending:  # changed during the calls above
+                continue
+            dq.popleft()
+            first.closed = True
+            if self.tm is not None:
+                self.tm.assign(first)
+            else:
+                first.build()
+            size += len(first.payload)
+            first.drained_ms = now
+            batches.append(first)
+        return batches
+
+    def reenqueue(self, ProducerBatch batch, int64_t now):
+        cdef Py_ssize_t i = 0
+        batch.attempts += 1
+        batch.last_attempt_ms = now
+        dq = self._deques[batch.topic_partition]
+        if batch.base_sequence < 0:
+            dq.appendleft(batch)
+            return
+        while i < len(dq) and (<ProducerBatch>dq[i]).base_sequence >= 0 and \
+                (<ProducerBatch>dq[i]).base_sequence < batch.base_sequence:
+            i += 1
+        dq.insert(i, batch)
+
+    def expired_batches(self, int64_t now):
+        cdef list expired = []
+        for dq in list(self._deques.values()):
+            while dq and now - (<ProducerBatch>dq[0]).created_ms >= self.delivery_timeout_ms \
+                    and not (<ProducerBatch>dq[0]).appending:
+                expired.append(dq.popleft())
+        return expired
+
+    def next_expiry_delay(self, int64_t now):
+        oldest = None
+        for dq in list(self._deques.values()):
+            if dq and (oldest is None or (<ProducerBatch>dq[0]).created_ms < oldest):
+                oldest = (<ProducerBatch>dq[0]).created_ms
+        return float("inf") if oldest is None else max(oldest + self.delivery_timeout_ms - now, 0)
+
+    def complete(self, ProducerBatch batch, base_offset=-1, log_append_time=-1, error=None,
+                 record_errors=None):
+        if batch not in self._incomplete:
+            return
+        self._incomplete.discard(batch)
+        batch.done(base_offset, log_append_time, error, record_errors)
+        batch.release_memory()
+
+    # -- flush and close: the twin's, over this class's state --------------------------------
+    def begin_flush(self):
+        self._flushes += 1
+
+    def end_flush(self):
+        self._flushes -= 1
+
+    def incomplete_results(self):
+        return [(<ProducerBatch>b).result for b in list(self._incomplete)]
+
+    def has_incomplete(self):
+        return bool(self._incomplete)
+
+    def has_undrained(self):
+        return any(list(self._deques.values()))
+
+    def close(self):
+        self._closed = True
+
+    def abort_incomplete(self, error):
+        batches = list(self._incomplete)
+        for dq in list(self._deques.values()):
+            dq.clear()
+        for batch in batches:
+            self.complete(batch, error=error)
+        self.pool.close()
+
+
+cdef int _raise_pool(int rc, Py_ssize_t need, double max_block_ms) except -1:
+    if rc == BP_TIMEOUT:
+        raise KafkaTimeoutError("Failed to allocate memory within the configured max blocking "
+                                "time %d ms." % max_block_ms)
+    if rc == BP_CLOSED:
+        raise IllegalStateError("Producer closed while allocating memory")
+    if rc == BP_TOO_LARGE:
+        raise _too_large(need, need, 0)
+    raise MemoryError()
+
+
+cdef class SendPath:
+    """KafkaProducer.send, from the closed check to the returned future."""
+    cdef RecordAccumulator accumulator
+    cdef object wait_on_metadata, wakeup, custom_partitioner, on_new_batch, tm
+    cdef object key_serializer, value_serializer
+    cdef int64_t max_block_ms, max_request_size, buffer_memory
+    cdef public bint closed
+    cdef int fork_gen
+
+    def __init__(self, RecordAccumulator accumulator, config, wait_on_metadata, wakeup,
+                 custom_partitioner=None, on_new_batch=None, transaction_manager=None):
+        self.accumulator = accumulator
+        self.wait_on_metadata, self.wakeup = wait_on_metadata, wakeup
+        self.custom_partitioner, self.on_new_batch = custom_partitioner, on_new_batch
+        self.tm = transaction_manager
+        self.key_serializer = config["key_serializer"]
+        self.value_serializer = config["value_serializer"]
+        self.max_block_ms = config["max_block_ms"]
+        self.max_request_size = config["max_request_size"]
+        self.buffer_memory = config["buffer_memory"]
+        self.fork_gen = kc_fork_generation()
+
+    def check_usable(self):
+        self._check_usable()
+
+    cdef int _check_usable(self) except -1:
+        if self.closed:
+            raise IllegalStateError("KafkaProducer already closed!")
+        if self.fork_gen != kc_fork_generation():
+            raise IllegalStateError(
+                "This KafkaProducer was created in the parent process and cannot be used after "
+                "fork(): create a new KafkaProducer in the child process.")
+        if self.tm is not None and self.tm.fatal_error is not None:
+            raise self.tm.fatal_error
+        return 0
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+        """Publish a record; a FutureRecordMetadata. Raises as kafka-python's send() does."""
+        cdef RecordAccumulator acc = self.accumulator
+        cdef TopicInfo info
+        cdef int64_t ts, header_size = -1, start = 0
+        cdef int32_t hcount = 0
+        cdef int part = -1
+        cdef Py_ssize_t size, hbytes_len = 0
+        cdef bytes hbytes = None
+        cdef bint sticky = False, abort = False
+        cdef double remaining
+        self._check_usable()
+        if not PyUnicode_CheckExact(topic) or not topic:
+            raise TypeError("topic must be a non-empty str, got %r" % (topic,))
+        if value is None and key is None:
+            raise ValueError("Need at least one: key or value")
+        if headers is not None:
+            headers, header_size = _check_headers(headers)
+            if headers:
+                hbytes = encode_headers(headers, &hcount)
+                hbytes_len = max(header_size, 0)
+        kb = key if self.key_serializer is None else self.key_serializer(topic, headers, key)
+        vb = value if self.value_serializer is None else \
+            self.value_serializer(topic, headers, value)
+        if kb is not None and not PyBytes_CheckExact(kb):
+            kb = _as_bytes(kb, "key")
+        if vb is not None and not PyBytes_CheckExact(vb):
+            vb = _as_bytes(vb, "value")
+        if timestamp_ms is None:
+            ts = kc_wall_ms()
+        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+            raise ValueError("timestamp_ms must be a non-negative int, got %r" % (timestamp_ms,))
+        else:
+            ts = timestamp_ms
+        if partition is not None:
+            if type(partition) is not int or partition < 0:
+                raise ValueError("partition must be a non-negative int, got %r" % (partition,))
+            part = partition
+
+        remaining = self.max_block_ms
+        info = acc._topic_info(topic)
+        if info is None or part >= info.num_partitions:
+            start = _now_ms()
+            self.wait_on_metadata(topic, partition, self.max_block_ms)
+            info = acc._topic_info(topic)
+            if info is None or part >= info.num_partitions:
+                raise _not_in_metadata(topic, partition)
+            remaining = max(0, self.max_block_ms - (_now_ms() - start))
+
+        size = size_upper_bound(len(kb) if kb is not None else -1,
+                                len(vb) if vb is not None else -1,
+                                hbytes_len, hcount)
+        if RBB_HEADER_SIZE + size > min(self.max_request_size, self.buffer_memory):
+            raise _too_large(RBB_HEADER_SIZE + size, self.max_request_size, self.buffer_memory)
+
+        if part < 0:
+            if self.custom_partitioner is not None:
+                part = self._custom(topic, key, kb, value, vb, info)
+                abort = kb is None and self.on_new_batch is not None
+            elif kb is not None:
+                part = partition_of(<const uint8_t*>PyBytes_AS_STRING(kb), PyBytes_GET_SIZE(kb),
+                                    info.num_partitions)
+            else:
+                if info.sticky < 0:
+                    info.sticky = acc._next_partition(info)
+                part = info.sticky
+                sticky = True
+        future, full, new_batch, aborted = acc._append(
+            info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
+            remaining, abort)
+        if aborted:
+            self.on_new_batch(topic, part)
+            part = self._custom(topic, key, kb, value, vb, info)
+            future, full, new_batch, _ = acc._append(
+                info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
+                remaining, False)
+        if sticky:
+            acc._update_sticky(info, part, size)
+        if full or new_batch:
+            self.wakeup()
+        return future
+
+    cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1:
+        partition = self.custom_partitioner(topic, key, kb, value, vb)
+        if type(partition) is not int or not 0 <= partition < info.num_partitions:
+            raise ValueError("Partitioner did not assign a valid partition for topic %s: %r"
+                             % (topic, partition))
+        return partition
