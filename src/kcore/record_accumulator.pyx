@@ -472,7 +472,7 @@ cdef class SendPath:
                 remaining, False)
         if sticky:
             acc._update_sticky(info, part, size)
-        if full or new_batch:
+        if new_batch:  # a batch fills only when the next one starts: one wakeup per batch
             self.wakeup()
         return future
 

@@ -85,6 +85,7 @@ class NetworkClient:
         self._reconnect_backoff_ms = int(config.get("reconnect_backoff_ms", 50))
         self._auto_create = bool(config.get("allow_auto_create_topics", True))
         self._sel = selectors.DefaultSelector()
+        self._wake_pending = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -383,7 +384,10 @@ class NetworkClient:
         self._wake_w.close()
 
     def wakeup(self):
-        """Interrupt a blocking poll() (thread-safe)."""
+        """Interrupt a blocking poll() (thread-safe); nearly free while one is pending."""
+        if self._wake_pending:
+            return
+        self._wake_pending = True
         try:
             self._wake_w.send(b"x")
         except (BlockingIOError, InterruptedError):
@@ -423,6 +427,8 @@ class NetworkClient:
                 pass
         except (BlockingIOError, InterruptedError):
             pass
+        # After draining: a wakeup() between the two leaves a byte, so the next poll returns.
+        self._wake_pending = False
 
     def _handle_io(self, conn, mask, now):
         if conn.state == CONNECTING:

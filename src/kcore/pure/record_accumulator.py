@@ -379,7 +379,7 @@ class SendPath:
                 remaining, start)
         if sticky:
             acc.update_sticky(info, partition, size)
-        if full or new_batch:
+        if new_batch:  # a batch fills only when the next one starts: one wakeup per batch
             self.wakeup()
         return future
 
