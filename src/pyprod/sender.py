@@ -1,15 +1,28 @@
-"""Sender: the I/O thread (seed 000). Each loop: metadata as needed, ready(), drain(), expire,
-send ProduceRequests (pipelined up to max_in_flight per connection), complete or retry batches,
-then poll for at most min(linger left, node backoff, next expiry)."""
+"""Sender: the I/O thread (seed 000). Each loop: expire what is due, metadata as needed, ready(),
+drain(), send ProduceRequests (pipelined up to max_in_flight per connection), complete or retry
+batches, then poll for at most min(linger or backoff left, node delay, next expiry).
+
+Deadlines sit in a kcore.TimingWheel, one entry per batch in flight (its delivery deadline,
+cancelled when the response comes) plus one entry for the next look at the accumulator's queues
+(the oldest queued batch's deadline, at most _QUEUE_SCAN_MAX_MS ahead), so the loop never scans
+every deque for expiry; the wheel's next deadline bounds the poll. Request timeouts are the
+NetworkClient's; linger and retry backoff come from ready(), which looks at each deque anyway.
+"""
 import collections
 import logging
 import threading
 import time
 
+import kcore
 from pyprod import errors
 from pyprod.protocol import init_producer_id, produce
 
 log = logging.getLogger(__name__)
+
+_QUEUE_SCAN = "queue-scan"  # wheel item: look for expired batches in the accumulator's queues
+_QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
+_WHEEL_TICK_MS = 1
+_WHEEL_SIZE = 64
 
 
 def now_ms():
@@ -38,6 +51,12 @@ class Sender(threading.Thread):
         self._running = True
         self._force_close = False
         self._init_pid_in_flight = False
+        self._init_pid_not_before = 0
+        start = now_ms()
+        self._wheel = kcore.TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, start)
+        self._in_flight = {}  # batch -> wheel handle of its delivery deadline
+        self._queue_scan = self._wheel.add(start, _QUEUE_SCAN)
+        self._queue_scan_ms = start
 
     # -- lifecycle --------------------------------------------------------------------------
     def run(self):
@@ -49,6 +68,7 @@ class Sender(threading.Thread):
             self._run_once_safely()
         if self.accumulator.has_incomplete():
             self.accumulator.abort_incomplete(errors.KafkaError("Producer is closed forcefully."))
+        self._in_flight.clear()
         self.client.close()
 
     def _run_once_safely(self):
@@ -73,13 +93,20 @@ class Sender(threading.Thread):
     # -- one loop ---------------------------------------------------------------------------
     def run_once(self):
         now = now_ms()
-        if self.tm is not None and self.tm.needs_producer_id():
-            self._maybe_init_producer_id(now)
-        if self.tm is not None and not self.tm.has_producer_id():
-            self._expire(now)  # batches still time out while there is no producer id
-            self.client.poll(min(self.retry_backoff_ms, self.accumulator.next_expiry_delay(now)))
+        self._expire(now)
+        tm = self.tm
+        if tm is not None and not tm.has_producer_id():
+            if tm.fatal_error is None and tm.needs_producer_id():
+                self._maybe_init_producer_id(now)
+            # Nothing is sent without a producer id; responses and expiry still run.
+            wait = max(self._init_pid_not_before - now, self.retry_backoff_ms, 1)
+            self.client.poll(min(wait, self._next_deadline_delay(now)))
             return
         self.client.poll(self._send_producer_data(now))
+
+    def _next_deadline_delay(self, now):
+        deadline = self._wheel.next_deadline()
+        return self.delivery_timeout_ms if deadline is None else max(deadline - now, 0)
 
     def _send_producer_data(self, now):
         cluster = self.metadata.cluster
@@ -95,26 +122,50 @@ class Sender(threading.Thread):
                 ready.add(node)
             else:
                 not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
-        batches = self.accumulator.drain(cluster, ready, self.max_request_size, now)
-        if self.guarantee_order:
-            for node_batches in batches.values():
-                for batch in node_batches:
-                    self.accumulator.muted.add(batch.topic_partition)
-        self._expire(now)
         timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
-                      self.accumulator.next_expiry_delay(now))
-        if any(batches.values()):
-            timeout = 0  # more may be sendable right away
+                      self._next_deadline_delay(now))
+        if not ready:
+            return max(0, timeout)
+        batches = self.accumulator.drain(cluster, ready, self.max_request_size, now)
+        sent = False
         for node, node_batches in batches.items():
             if node_batches:
+                if self.guarantee_order:
+                    for batch in node_batches:
+                        self.accumulator.muted.add(batch.topic_partition)
                 self._send_produce_request(node, node_batches, now)
-        return max(0, min(timeout, self.delivery_timeout_ms))
+                sent = True
+        return 0 if sent else max(0, timeout)  # after a send, more may be sendable at once
 
+    # -- expiry -----------------------------------------------------------------------------
     def _expire(self, now):
-        for batch in self.accumulator.expired_batches(now):
-            self._fail(batch, errors.KafkaTimeoutError(
-                "Expiring %d record(s) for %s:%d ms has passed since batch creation" % (
-                    batch.record_count, batch.topic_partition, now - batch.created_ms)), now)
+        scan = False
+        for item in self._wheel.advance(now):
+            if item is _QUEUE_SCAN:
+                scan, self._queue_scan = True, None
+                continue
+            if self._in_flight.pop(item, None) is not None:  # its request is still out
+                self._fail(item, self._expired_error(item, now, " while in flight"))
+        if scan:
+            for batch in self.accumulator.expired_batches(now):
+                self._fail(batch, self._expired_error(batch, now, ""))
+            self._schedule_queue_scan(now, now + min(
+                self.accumulator.next_expiry_delay(now), _QUEUE_SCAN_MAX_MS))
+
+    def _schedule_queue_scan(self, now, at):
+        """Look at the queues at `at`, unless a look is already due by then."""
+        at = max(int(at), now)
+        if self._queue_scan is not None:
+            if self._queue_scan_ms <= at:
+                return
+            self._wheel.cancel(self._queue_scan)
+        self._queue_scan = self._wheel.add(at, _QUEUE_SCAN)
+        self._queue_scan_ms = at
+
+    def _expired_error(self, batch, now, where):
+        return errors.KafkaTimeoutError(
+            "Expiring %d record(s) for %s:%d ms has passed since batch creation%s" % (
+                batch.record_count, batch.topic_partition, now - batch.created_ms, where))
 
     # -- produce ----------------------------------------------------------------------------
     def _send_produce_request(self, node, batches, now):
@@ -123,7 +174,12 @@ class Sender(threading.Thread):
                                       produce.group_batches(
                                           (b.topic_partition.topic, b.topic_partition.partition,
                                            b.payload) for b in batches))
-        in_request = {batch.topic_partition: batch for batch in batches}
+        in_request = {}
+        deadline = self.delivery_timeout_ms
+        wheel, in_flight = self._wheel, self._in_flight
+        for batch in batches:
+            in_request[batch.topic_partition] = batch
+            in_flight[batch] = wheel.add(batch.created_ms + deadline, batch)
         self.metrics["request-total"] += 1
         self.metrics["batch-total"] += len(batches)
         if self.acks == 0:
@@ -133,9 +189,19 @@ class Sender(threading.Thread):
         self.client.send(node, produce.API_KEY, version, body, expects_response=self.acks != 0,
                          callback=callback, timeout_ms=self.request_timeout_ms)
 
+    def _landed(self, batch):
+        """The batch's request completed: True if it was still waiting for it (not expired)."""
+        handle = self._in_flight.pop(batch, None)
+        if handle is None:
+            return False
+        self._wheel.cancel(handle)
+        return True
+
     def _complete_acks0(self, in_request, response):
         now = now_ms()
         for batch in in_request.values():
+            if not self._landed(batch):
+                continue
             if response.error is not None:
                 self._retry_or_fail(batch, response.error, now)
             else:
@@ -143,21 +209,23 @@ class Sender(threading.Thread):
 
     def _handle_produce(self, in_request, version, response):
         now = now_ms()
+        batches = [b for b in in_request.values() if self._landed(b)]
         if response.error is not None:
-            for batch in in_request.values():
+            for batch in batches:
                 self._retry_or_fail(batch, response.error, now)
             return
         try:
             decoded = produce.decode_response(version, response.body, strict=False)
         except errors.KafkaError as e:
-            for batch in in_request.values():
+            for batch in batches:
                 self._retry_or_fail(batch, e, now)
             return
+        pending = {b.topic_partition: b for b in batches}
         for topic, part in produce.partition_results(decoded):
-            batch = in_request.pop((topic, part.index), None)
+            batch = pending.pop((topic, part.index), None)
             if batch is not None:
                 self._handle_partition(batch, part, now)
-        for batch in in_request.values():  # the broker left a partition out
+        for batch in pending.values():  # the broker left a partition out
             self._retry_or_fail(batch, errors.UnknownError(
                 "No response for %s in ProduceResponse" % (batch.topic_partition,)), now)
 
@@ -168,23 +236,29 @@ class Sender(threading.Thread):
             return
         error_class = errors.for_code(code)
         if error_class is errors.DuplicateSequenceNumberError:
-            self._succeed(batch, -1, -1)  # already written by an earlier attempt
+            self._succeed(batch, -1, -1)  # already written by an earlier attempt (Java)
             return
         error = error_class(part.error_message or "")
         if part.record_errors:
             record_errors = {e.batch_index: errors.InvalidRecordError(e.batch_index_error_message or "")
                              for e in part.record_errors}
-            self._fail(batch, error, now, record_errors)
+            self._fail(batch, error, record_errors)
             return
-        if error_class is errors.OutOfOrderSequenceNumberError and self.tm is not None \
-                and not self.tm.is_first_in_flight(batch):
-            # An earlier batch of this partition failed first: this one is only out of turn.
-            self._retry_or_fail(batch, error, now, force_retriable=True)
-            return
-        if error_class is errors.UnknownProducerIdError and self.tm is not None:
-            self.tm.request_reset()
-            self._retry_or_fail(batch, error, now, force_retriable=True)
-            return
+        tm = self.tm
+        if tm is not None:
+            if error_class is errors.OutOfOrderSequenceNumberError:
+                if tm.retry_out_of_order(batch):
+                    self._retry_or_fail(batch, error, now, force_retriable=True)
+                else:  # a gap the broker saw first: surfaced, and the producer id is reset
+                    log.error("%s: the broker returned OUT_OF_ORDER_SEQUENCE_NUMBER for "
+                              "producer id %d, sequence %d; resetting the producer id",
+                              batch.topic_partition, tm.producer_id, batch.base_sequence)
+                    self._fail(batch, error)
+                return
+            if error_class is errors.UnknownProducerIdError:
+                tm.request_reset()  # the broker lost this producer's state: new id, retry
+                self._retry_or_fail(batch, error, now, force_retriable=True)
+                return
         self._retry_or_fail(batch, error, now)
 
     def _retry_or_fail(self, batch, error, now, force_retriable=False):
@@ -200,8 +274,10 @@ class Sender(threading.Thread):
             if self.tm is not None:
                 self.tm.remove(batch)
             self.accumulator.reenqueue(batch, now)
+            # a retried batch waits in its queue now: expire it there on time
+            self._schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
             return
-        self._fail(batch, error, now)
+        self._fail(batch, error)
 
     def _succeed(self, batch, base_offset, log_append_time):
         self._unmute(batch)
@@ -210,12 +286,10 @@ class Sender(threading.Thread):
         self.metrics["record-send-total"] += batch.record_count
         self.accumulator.complete(batch, base_offset, log_append_time)
 
-    def _fail(self, batch, error, now, record_errors=None):
+    def _fail(self, batch, error, record_errors=None):
         self._unmute(batch)
         if self.tm is not None:
-            self.tm.remove(batch)
-            if batch.has_sequence:
-                self.tm.request_reset()  # its sequence would leave a gap
+            self.tm.failed(batch)
         self.metrics["record-error-total"] += batch.record_count
         self.accumulator.complete(batch, error=error, record_errors=record_errors)
 
@@ -225,13 +299,13 @@ class Sender(threading.Thread):
 
     # -- idempotence ------------------------------------------------------------------------
     def _maybe_init_producer_id(self, now):
-        if self._init_pid_in_flight:
+        if self._init_pid_in_flight or now < self._init_pid_not_before:
             return
         node = self.client.least_loaded_node(now)
         if node is None or not self.client.ready(node, now):
             return
         version = self.client.api_version(node, init_producer_id.API_KEY)
-        body = init_producer_id.encode_request(
+        body = init_producer_id.encode_request(  # no transactional id: always a new producer id
             version, transactional_id=None, transaction_timeout_ms=self.transaction_timeout_ms)
         self._init_pid_in_flight = True
         self.client.send(node, init_producer_id.API_KEY, version, body,
@@ -241,14 +315,21 @@ class Sender(threading.Thread):
     def _handle_init_producer_id(self, version, response):
         self._init_pid_in_flight = False
         if response.error is not None:
-            return  # retried on the next loop
-        decoded = init_producer_id.decode_response(version, response.body, strict=False)
+            self._init_pid_not_before = now_ms() + self.retry_backoff_ms
+            return
+        try:
+            decoded = init_producer_id.decode_response(version, response.body, strict=False)
+        except errors.KafkaError as e:
+            log.warning("Bad InitProducerId response: %r", e)
+            self._init_pid_not_before = now_ms() + self.retry_backoff_ms
+            return
         if decoded.error_code != 0:
             error = errors.for_code(decoded.error_code)
             if getattr(error, "invalid_metadata", False) or error.retriable:
                 self.metadata.request_update()
+                self._init_pid_not_before = now_ms() + self.retry_backoff_ms
                 return
-            self.tm.fatal_error = error()
+            self.tm.fatal_error = error("InitProducerId failed")
             self.accumulator.abort_incomplete(self.tm.fatal_error)
             return
         log.info("Producer id %d, epoch %d", decoded.producer_id, decoded.producer_epoch)

@@ -3,16 +3,20 @@
 One producer id and epoch (InitProducerId); per partition the next sequence and the batches in
 flight. A retried batch keeps its sequence and goes out again only after every in-flight batch
 with a lower sequence, so the broker sees each partition's batches in order. A batch that fails
-for good after it got a sequence leaves a gap the broker would reject, so the producer id is
-reset (InitProducerId again) and sequences restart at 0, as KIP-360 does.
+for good after it got a sequence leaves a gap the broker would reject (or, if it expired in
+flight, a sequence nobody knows the fate of), so the producer id is reset: once nothing is in
+flight, InitProducerId again and sequences restart at 0, as the Java client did before KIP-360.
+Batches waiting to be retried are restamped with the new id and fresh sequences.
 
 A broker with no state for this producer on a partition accepts any first sequence, so until a
 partition's first batch is acknowledged under the current producer id, only that batch may be in
 flight: otherwise a later batch could be accepted before a retried earlier one.
+
+Every method runs on the Sender thread (drain() calls can_drain/assign under the accumulator's
+lock); send() on caller threads only reads fatal_error.
 """
 import bisect
 import collections
-import threading
 
 SEQUENCE_MODULO = 1 << 31
 
@@ -24,63 +28,101 @@ class TransactionManager:
         self.max_in_flight = max_in_flight
         self._next_sequence = collections.defaultdict(int)
         self._in_flight = collections.defaultdict(list)  # tp -> batches sorted by sequence
+        self._in_flight_count = 0
         self._acked = set()  # partitions with an acknowledged batch under this producer id
         self._reset_pending = False
-        self._lock = threading.Lock()
+        self.resets = 0  # producer id resets so far (diagnostics and tests)
         self.fatal_error = None
 
+    # -- producer id -------------------------------------------------------------------------
     def has_producer_id(self):
         return self.producer_id >= 0 and not self._reset_pending
+
+    @property
+    def reset_pending(self):
+        return self._reset_pending
 
     def needs_producer_id(self):
         """Ask for a (new) producer id now: none yet, or a reset whose in-flight batches drained."""
         if self.producer_id < 0:
             return True
-        return self._reset_pending and not any(self._in_flight.values())
+        return self._reset_pending and self._in_flight_count == 0
 
     def set_producer_id(self, producer_id, producer_epoch):
-        with self._lock:
-            self.producer_id, self.producer_epoch = producer_id, producer_epoch
-            self._next_sequence.clear()
-            self._acked.clear()
-            self._reset_pending = False
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._next_sequence.clear()
+        self._acked.clear()
+        self._reset_pending = False
 
     def request_reset(self):
         """Start over with a new producer id once nothing is in flight."""
+        if not self._reset_pending and self.producer_id >= 0:
+            self.resets += 1
         self._reset_pending = True
+
+    # -- sequences ---------------------------------------------------------------------------
+    def in_current_epoch(self, batch):
+        """True if the batch's sequence was given under the current producer id and epoch."""
+        return batch.has_sequence and \
+            batch.sequence_epoch == (self.producer_id, self.producer_epoch)
 
     def can_drain(self, batch):
         if not self.has_producer_id():
             return False
-        tp = batch.topic_partition
-        in_flight = self._in_flight[tp]
-        if len(in_flight) >= (self.max_in_flight if tp in self._acked else 1):
+        in_flight = self._in_flight.get(batch.topic_partition)
+        if not in_flight:
+            return True
+        limit = self.max_in_flight if batch.topic_partition in self._acked else 1
+        if len(in_flight) >= limit:
             return False
-        if batch.has_sequence and batch.sequence_epoch == (self.producer_id, self.producer_epoch):
-            return all(b.base_sequence < batch.base_sequence for b in in_flight)
+        if self.in_current_epoch(batch):
+            return in_flight[-1].base_sequence < batch.base_sequence
         return True
 
     def assign(self, batch):
         """Give a drained batch its sequence (unless it is a retry that keeps its own)."""
         tp = batch.topic_partition
-        with self._lock:
-            if not (batch.has_sequence and
-                    batch.sequence_epoch == (self.producer_id, self.producer_epoch)):
-                seq = self._next_sequence[tp]
-                self._next_sequence[tp] = (seq + batch.record_count) % SEQUENCE_MODULO
-                batch.build(self.producer_id, self.producer_epoch, seq)
-            in_flight = self._in_flight[tp]
+        if not self.in_current_epoch(batch):
+            seq = self._next_sequence[tp]
+            self._next_sequence[tp] = (seq + batch.record_count) % SEQUENCE_MODULO
+            batch.build(self.producer_id, self.producer_epoch, seq)
+        in_flight = self._in_flight[tp]
+        if not in_flight or in_flight[-1].base_sequence < batch.base_sequence:
+            in_flight.append(batch)
+        else:
             keys = [b.base_sequence for b in in_flight]
             in_flight.insert(bisect.bisect(keys, batch.base_sequence), batch)
+        self._in_flight_count += 1
 
     def is_first_in_flight(self, batch):
-        in_flight = self._in_flight[batch.topic_partition]
+        in_flight = self._in_flight.get(batch.topic_partition)
         return bool(in_flight) and in_flight[0] is batch
 
+    def retry_out_of_order(self, batch):
+        """Should an OUT_OF_ORDER_SEQUENCE_NUMBER answer be retried rather than surfaced?
+
+        Yes when it is explained by something else: an earlier batch of the partition is still
+        in flight (this one only came out of turn), a reset is already pending (the new
+        producer id renumbers it), or its sequence is from an older producer id."""
+        return self._reset_pending or not self.in_current_epoch(batch) or \
+            not self.is_first_in_flight(batch)
+
     def remove(self, batch, acked=False):
-        with self._lock:
-            if acked and batch.sequence_epoch == (self.producer_id, self.producer_epoch):
-                self._acked.add(batch.topic_partition)
-            in_flight = self._in_flight[batch.topic_partition]
-            if batch in in_flight:
-                in_flight.remove(batch)
+        """The batch's request completed (or it expired): it is no longer in flight."""
+        tp = batch.topic_partition
+        if acked and self.in_current_epoch(batch):
+            self._acked.add(tp)
+        in_flight = self._in_flight.get(tp)
+        if in_flight:
+            for i, b in enumerate(in_flight):
+                if b is batch:
+                    del in_flight[i]
+                    self._in_flight_count -= 1
+                    break
+
+    def failed(self, batch):
+        """The batch failed for good: if it held sequences of this producer id, they are a gap
+        (or of unknown fate), so reset the producer id."""
+        self.remove(batch)
+        if self.in_current_epoch(batch):
+            self.request_reset()
