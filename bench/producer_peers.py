@@ -39,6 +39,11 @@ VALUE_SIZE = 100
 PARTITIONS = 6
 LINGER_MS = 5
 CLIENTS = ("pyprod", "confluent", "kafka-python")
+BATCH_SIZE = None  # --batch-size: one batch size for every client (default: each client's own)
+
+
+def _batch_kw() -> dict:
+    return {} if BATCH_SIZE is None else {"batch_size": BATCH_SIZE}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -52,7 +57,8 @@ def _cpu() -> float:
 def _run_pyprod(bootstrap, topic, n, value):
     from pyprod import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
+                      **_batch_kw())
     for f in [p.send(topic, value, partition=i) for i in range(PARTITIONS)]:
         f.get(30)  # warm: metadata, connections, every partition's leader answering
     send = p.send
@@ -68,7 +74,8 @@ def _run_pyprod(bootstrap, topic, n, value):
 def _run_kafka_python(bootstrap, topic, n, value):
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
+                      **_batch_kw())
     for f in [p.send(topic, value, partition=i) for i in range(PARTITIONS)]:
         f.get(30)
     send = p.send
@@ -89,8 +96,11 @@ def _run_confluent(bootstrap, topic, n, value):
     def on_error(err):
         errors.append(str(err))
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": LINGER_MS,
-                  "error_cb": on_error})
+    conf = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": LINGER_MS,
+            "error_cb": on_error}
+    if BATCH_SIZE is not None:
+        conf["batch.size"] = BATCH_SIZE
+    p = Producer(conf)
     for i in range(PARTITIONS):
         p.produce(topic, value, partition=i)
     if p.flush(30):
@@ -134,6 +144,8 @@ def child_main(client, bootstrap, topic, n) -> int:
 def _run_python_child(client, bootstrap, topic, n, timeout):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", client,
            "--bootstrap-servers", bootstrap, "--topic", topic, "--records", str(n)]
+    if BATCH_SIZE is not None:
+        cmd += ["--batch-size", str(BATCH_SIZE)]
     out = _run_measured(cmd, timeout)
     line = [s for s in out["stdout"].splitlines() if s.startswith("{")]
     if out["rc"] != 0 or not line:
@@ -177,6 +189,7 @@ def _run_java(bootstrap, topic, n, timeout):
                        "--topic", topic, "--num-records", str(n), "--record-size",
                        str(VALUE_SIZE), "--throughput", "-1", "--bootstrap-server", bootstrap,
                        "--command-property", "acks=1", f"linger.ms={LINGER_MS}",
+                       *([] if BATCH_SIZE is None else [f"batch.size={BATCH_SIZE}"]),
                        heap="512m")
     out = _run_measured(cmd, timeout)
     m = [x for x in _JAVA_LINE.finditer(out["stdout"]) if int(x.group(1)) == n]
@@ -294,7 +307,9 @@ def markdown(result: dict) -> str:
     lines.append(f"{result['date']}, {m['cpu_model']}, {m['cores']} cores, Python {m['python']}; "
                  + ", ".join(f"{k} {val}" for k, val in v.items()) + ". "
                  + f"Workload: {VALUE_SIZE}-byte values, keyless, acks=1, linger_ms={LINGER_MS}, "
-                 f"{PARTITIONS} partitions, median of {result['rounds']} interleaved rounds.")
+                 f"{PARTITIONS} partitions, batch size "
+                 f"{result['workload']['batch_size']}, median of {result['rounds']} "
+                 "interleaved rounds.")
     if "java" in s:
         lines.append("\n\\* Java CPU is the whole JVM process (startup and JIT included).")
     return "\n".join(lines)
@@ -312,6 +327,10 @@ def main(argv=None) -> int:
     ap.add_argument("--java", dest="java", action="store_true", default=None,
                     help="also run Java's ProducerPerformance (default: on unless --quick)")
     ap.add_argument("--no-java", dest="java", action="store_false")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="batch size in bytes for every client (default: each client's own "
+                         "default: 16384 for pyprod, kafka-python and Java, 1000000 for "
+                         "librdkafka)")
     ap.add_argument("--broker-warmup", type=int, default=None,
                     help="untimed confluent-kafka records first, so the broker's JIT is warm "
                          "(default min(records, 300000); 0 = none)")
@@ -319,6 +338,10 @@ def main(argv=None) -> int:
     ap.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    global BATCH_SIZE
+    BATCH_SIZE = args.batch_size
+    if BATCH_SIZE is not None and BATCH_SIZE <= 0:
+        ap.error("--batch-size must be positive")
     if args.child:
         return child_main(args.child, args.bootstrap_servers, args.topic, args.records)
 
@@ -391,6 +414,7 @@ def main(argv=None) -> int:
               "machine": machine_info(), "versions": versions(use_java),
               "workload": {"value_bytes": VALUE_SIZE, "keyed": False, "acks": 1,
                            "linger_ms": LINGER_MS, "partitions": PARTITIONS,
+                           "batch_size": BATCH_SIZE or "each client's default",
                            "timed": "first send() until flush() returns"},
               "rounds": args.rounds, "runs": runs, "summary": summarize(runs, clients)}
     table = markdown(result)
