@@ -3,9 +3,13 @@ import collections
 import threading
 import time
 
+import pytest
+
 from pyprod import KafkaProducer
 from pyprod.testing.kafka_cluster import KafkaCluster
 from pyprod.testing.readback import read_all_kafka_python
+
+WAIT = 300  # bound on every flush and fault (seconds)
 
 
 def _check_exactly_once(read, n):
@@ -31,37 +35,66 @@ def test_200k_records_five_in_flight(kafka, topic):
                        max_in_flight_requests_per_connection=5, linger_ms=2,
                        batch_size=8192) as p:
         futures = [p.send(name, b"%d" % i, key=b"%d" % (i % 97)) for i in range(n)]
-        p.flush()
+        p.flush(timeout=WAIT)
     assert all(f.succeeded() for f in futures)
     _check_exactly_once(read_all_kafka_python(kafka.bootstrap_servers, name, n), n)
 
 
 def _stream(producer, name, n, pause_at, action):
     futures = []
+    fault = threading.Thread(target=action, daemon=True)
     for i in range(n):
         if i == pause_at:
-            threading.Thread(target=action, daemon=True).start()
+            fault.start()
         futures.append(producer.send(name, b"%d" % i, key=b"%d" % (i % 13)))
         if i % 500 == 0:
-            time.sleep(0.01)  # spread the stream over the restart
-    producer.flush()
+            time.sleep(0.01)  # spread the stream over the fault
+    producer.flush(timeout=WAIT)
+    fault.join(WAIT)
+    assert not fault.is_alive()
     return futures
 
 
-def test_restart_single_node_mid_stream():
+@pytest.fixture(scope="module")
+def single():
+    """A one-node cluster of this module's own, to restart and pause."""
     cluster = KafkaCluster(nodes=1).start()
-    try:
-        name = cluster.create_topic("restart", 3)
-        n = 30_000
-        with KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
-                           delivery_timeout_ms=120_000, request_timeout_ms=5000,
-                           linger_ms=2) as p:
-            futures = _stream(p, name, n, n // 3,
-                              lambda: (cluster.stop_node(0), cluster.start_node(0)))
-        assert all(f.succeeded() for f in futures)
-        _check_exactly_once(read_all_kafka_python(cluster.bootstrap_servers, name, n), n)
-    finally:
-        cluster.stop()
+    yield cluster
+    cluster.stop()
+
+
+def test_restart_single_node_mid_stream(single):
+    name = single.create_topic("restart", 3)
+    n = 30_000
+    with KafkaProducer(bootstrap_servers=single.bootstrap_servers,
+                       delivery_timeout_ms=120_000, request_timeout_ms=5000, linger_ms=2) as p:
+        futures = _stream(p, name, n, n // 3,
+                          lambda: (single.stop_node(0), single.start_node(0)))
+    assert all(f.succeeded() for f in futures)
+    _check_exactly_once(read_all_kafka_python(single.bootstrap_servers, name, n), n)
+
+
+def test_hung_broker_answers_late_without_duplicates(single):
+    """The broker stops answering for longer than request_timeout_ms: requests time out and
+    their batches are resent, but the broker wrote some of them already. Same producer id and
+    sequences on the resend, so it keeps one copy and says so."""
+    name = single.create_topic("paused", 3)
+    n = 20_000
+
+    def hang():
+        single.pause_node(0)
+        try:
+            time.sleep(4.0)  # twice the request timeout
+        finally:
+            single.resume_node(0)
+
+    with KafkaProducer(bootstrap_servers=single.bootstrap_servers, request_timeout_ms=2000,
+                       linger_ms=2, reconnect_backoff_max_ms=1000) as p:
+        futures = _stream(p, name, n, n // 3, hang)
+        timeouts = p.metrics()["producer-metrics"].get("record-retry-total", 0)
+    assert all(f.succeeded() for f in futures)
+    assert timeouts > 0  # the hang did catch requests in flight
+    _check_exactly_once(read_all_kafka_python(single.bootstrap_servers, name, n), n)
 
 
 def test_kill_leader_on_three_nodes_acks_all(kafka3, topic):
