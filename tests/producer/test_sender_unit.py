@@ -1,0 +1,383 @@
+"""The Sender without a network: a scripted NetworkClient, a fake clock, the real accumulator
+(both implementations) and TransactionManager. Poll timeouts, expiry in the queue and in flight,
+retries and the idempotence error paths, all deterministic."""
+import pytest
+
+from pyprod import config as configuration
+from pyprod import errors
+from pyprod import sender as sender_module
+from pyprod.cluster import Broker, Cluster, PartitionInfo
+from pyprod.protocol import init_producer_id, produce
+from pyprod.sender import Sender
+from pyprod.transaction_manager import TransactionManager
+
+T0 = 1_000_000
+PRODUCE_V = 9
+INIT_PID_V = 4
+
+
+class Clock:
+    def __init__(self):
+        self.now = T0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeMetadata:
+    def __init__(self, leader=0, partitions=2):
+        self.version = 1
+        self.updates = 0
+        self.set_leader(leader, partitions)
+
+    def set_leader(self, leader, partitions=2):
+        parts = {i: PartitionInfo("t", i, leader, 0, [0], [0], []) for i in range(partitions)}
+        self.cluster = Cluster({0: Broker(0, "127.0.0.1", 9092, None)}, {"t": parts})
+        self.version += 1
+
+    def add_topic(self, topic, now=None):
+        return False
+
+    def request_update(self):
+        self.updates += 1
+        return self.version
+
+
+class Request:
+    def __init__(self, api_key, body, callback, expects_response):
+        self.api_key, self.body, self.callback = api_key, body, callback
+        self.expects_response = expects_response
+
+    def batches(self):
+        """[(partition, producer id, base sequence, record count)] of a Produce request."""
+        req = produce.API.decode_request(PRODUCE_V, self.body)
+        out = []
+        for topic in req.topic_data:
+            for part in topic.partition_data:
+                rec = bytes(part.records)
+                out.append((part.index, int.from_bytes(rec[43:51], "big", signed=True),
+                            int.from_bytes(rec[53:57], "big", signed=True),
+                            int.from_bytes(rec[57:61], "big")))
+        return out
+
+
+class Response:
+    def __init__(self, body=None, error=None):
+        self.body, self.error = body, error
+
+
+class FakeClient:
+    """Ready node 0; requests are kept until the test answers them."""
+
+    def __init__(self):
+        self.requests = []
+        self.polls = []
+        self.ready_nodes = {0}
+        self.next_pid = 1000
+
+    def ready(self, node, now):
+        return node in self.ready_nodes
+
+    def connection_delay(self, node, now):
+        return 50
+
+    def least_loaded_node(self, now):
+        return 0 if self.ready_nodes else None
+
+    def api_version(self, node, api_key):
+        return PRODUCE_V if api_key == produce.API_KEY else INIT_PID_V
+
+    def send(self, node, api_key, version, body, expects_response=True, callback=None,
+             timeout_ms=None):
+        self.requests.append(Request(api_key, body, callback, expects_response))
+
+    def poll(self, timeout_ms):
+        self.polls.append(timeout_ms)
+
+    def wakeup(self):
+        pass
+
+    def in_flight_request_count(self, node=None):
+        return len(self.requests)
+
+    def close(self):
+        pass
+
+    # -- answering --
+    def take(self, api_key=produce.API_KEY):
+        found = [r for r in self.requests if r.api_key == api_key]
+        for r in found:
+            self.requests.remove(r)
+        return found
+
+    def answer_init_pid(self):
+        (req,) = self.take(init_producer_id.API_KEY)
+        body = init_producer_id.API.encode_response(INIT_PID_V, {
+            "throttle_time_ms": 0, "error_code": 0, "producer_id": self.next_pid,
+            "producer_epoch": 0})
+        self.next_pid += 1
+        req.callback(Response(body))
+
+    @staticmethod
+    def answer(req, codes, base_offset=0):
+        """codes: {partition: error code} (missing: 0)."""
+        parts = [{"index": p, "error_code": codes.get(p, 0), "base_offset": base_offset,
+                  "log_append_time_ms": -1, "log_start_offset": 0, "record_errors": [],
+                  "error_message": None} for p, *_ in req.batches()]
+        body = produce.API.encode_response(PRODUCE_V, {
+            "responses": [{"name": "t", "partition_responses": parts}],
+            "throttle_time_ms": 0})
+        req.callback(Response(body))
+
+
+class Rig:
+    def __init__(self, k, monkeypatch, idempotent=True, **configs):
+        self.clock = Clock()
+        monkeypatch.setattr(sender_module, "now_ms", self.clock)
+        configs.setdefault("linger_ms", 0)
+        self.config = configuration.build(enable_idempotence=idempotent, **configs)
+        self.metadata = FakeMetadata()
+        self.client = FakeClient()
+        self.tm = TransactionManager(self.config["max_in_flight_requests_per_connection"]) \
+            if idempotent else None
+        self.acc = k.RecordAccumulator(self.config, self.metadata, self.tm)
+        self.size = k.record_size_upper_bound(None, b"v", None)
+        self.sender = Sender(self.client, self.metadata, self.acc, self.config, self.tm)
+        self.calls = []
+
+    def send(self, n=1, partition=0):
+        """n records appended now (on the fake clock: SendPath would read the real one)."""
+        info = self.acc.topic_info("t")
+        out = []
+        for _ in range(n):
+            f, _, new_batch, _ = self.acc.append(info.tps[partition], 0, None, b"v", None, -1,
+                                                 self.size, 1000, self.clock.now)
+            if new_batch:  # the compiled accumulator reads the real clock: use the fake one
+                batch = info.deques[partition][-1]
+                batch.created_ms = batch.last_attempt_ms = self.clock.now
+            f.add_both(self.calls.append)
+            out.append(f)
+        return out
+
+    def loop(self, advance=0):
+        """One Sender loop `advance` ms later; returns its poll timeout."""
+        self.clock.now += advance
+        self.sender.run_once()
+        return self.client.polls[-1]
+
+    def start(self):
+        """Get a producer id (idempotent rigs)."""
+        if self.tm is not None:
+            self.loop()
+            self.client.answer_init_pid()
+
+
+def test_poll_timeout_is_linger_left_then_delivery_deadline(k, monkeypatch):
+    rig = Rig(k, monkeypatch, idempotent=False, acks=1, linger_ms=100,
+              delivery_timeout_ms=60_000)
+    assert rig.loop() > 0  # nothing queued: no busy loop
+    rig.send(3)
+    assert rig.loop() == 100  # linger left
+    assert rig.loop(40) == 60
+    assert rig.loop(60) == 0  # sent: loop again at once
+    assert len(rig.client.requests) == 1
+    timeout = rig.loop()
+    assert 0 < timeout <= 60_000  # waiting for the answer, bounded by the next deadline
+    assert rig.loop(10) > 0
+
+
+class Counting:
+    """The accumulator, counting the calls that scan every deque for expiry."""
+
+    def __init__(self, acc):
+        self._acc, self.scans = acc, 0
+
+    def __getattr__(self, name):
+        return getattr(self._acc, name)
+
+    def expired_batches(self, now):
+        self.scans += 1
+        return self._acc.expired_batches(now)
+
+
+def test_expiry_does_not_scan_the_queues_every_loop(k, monkeypatch):
+    rig = Rig(k, monkeypatch, idempotent=False, acks=1)
+    rig.sender.accumulator = counting = Counting(rig.acc)
+    for i in range(200):
+        rig.send(1, partition=i % 2)
+        rig.loop(1)
+        for req in rig.client.take():
+            rig.client.answer(req, {})
+    assert counting.scans <= 2  # the wheel says when a look is due (at most once a second)
+
+
+def test_no_busy_loop_while_waiting(k, monkeypatch):
+    rig = Rig(k, monkeypatch, max_in_flight_requests_per_connection=1)
+    rig.start()
+    rig.send(1)
+    rig.loop()
+    assert len(rig.client.requests) == 1
+    rig.send(5)  # behind the unacknowledged batch: may not go yet
+    for _ in range(5):
+        assert rig.loop(1) > 0
+    rig.client.ready_nodes.clear()  # not ready at all: the node's delay bounds the wait
+    assert 0 < rig.loop(1) <= 50
+
+
+def test_queued_batch_expires_without_a_leader(k, monkeypatch):
+    rig = Rig(k, monkeypatch, idempotent=False, acks=1, delivery_timeout_ms=5000,
+              request_timeout_ms=1000)
+    rig.metadata.set_leader(-1)
+    (f,) = rig.send(1)
+    waits = [rig.loop()]
+    while not f.is_done:
+        waits.append(rig.loop(waits[-1]))
+        assert len(waits) < 20
+    assert all(w > 0 for w in waits[1:-1])
+    assert rig.clock.now - T0 >= 5000
+    assert isinstance(f.exception, errors.KafkaTimeoutError)
+    assert rig.calls == [f.exception]
+    assert rig.metadata.updates > 0  # unknown leader: metadata asked for
+
+
+def test_batch_in_flight_expires_and_a_late_answer_is_ignored(k, monkeypatch):
+    rig = Rig(k, monkeypatch, idempotent=False, acks=1, delivery_timeout_ms=3000,
+              request_timeout_ms=3000)
+    (f,) = rig.send(1)
+    rig.loop()
+    (req,) = rig.client.take()
+    assert rig.loop(2999) > 0 and not f.is_done
+    rig.loop(1)
+    assert isinstance(f.exception, errors.KafkaTimeoutError)
+    assert "in flight" in str(f.exception)
+    rig.client.answer(req, {}, base_offset=7)  # the broker answers after all
+    assert isinstance(f.exception, errors.KafkaTimeoutError)
+    assert rig.calls == [f.exception]  # once
+
+
+def test_retry_waits_backoff_and_keeps_its_sequence(k, monkeypatch):
+    rig = Rig(k, monkeypatch, retry_backoff_ms=100)
+    rig.start()
+    (f,) = rig.send(1)
+    rig.loop()
+    (req,) = rig.client.take()
+    first = req.batches()
+    rig.client.answer(req, {0: errors.NotLeaderForPartitionError.errno})
+    assert rig.metadata.updates == 1  # invalid metadata: refresh
+    assert 0 < rig.loop(10) <= 90  # backing off
+    assert not rig.client.requests
+    rig.loop(90)
+    (req,) = rig.client.take()
+    assert req.batches() == first  # same producer id and sequence
+    rig.client.answer(req, {}, base_offset=5)
+    assert f.get(0).offset == 5 and rig.calls == [f.value]
+
+
+def test_retries_exhausted(k, monkeypatch):
+    rig = Rig(k, monkeypatch, idempotent=False, acks=1, retries=1, retry_backoff_ms=0)
+    (f,) = rig.send(1)
+    for _ in range(2):
+        rig.loop(1)
+        (req,) = rig.client.take()
+        rig.client.answer(req, {0: errors.NotEnoughReplicasError.errno})
+    assert isinstance(f.exception, errors.NotEnoughReplicasError) and len(rig.calls) == 1
+
+
+def test_duplicate_sequence_is_success(k, monkeypatch):
+    rig = Rig(k, monkeypatch)
+    rig.start()
+    (f,) = rig.send(1)
+    rig.loop()
+    (req,) = rig.client.take()
+    rig.client.answer(req, {0: errors.DuplicateSequenceNumberError.errno})
+    assert f.succeeded() and f.value.offset == -1
+
+
+def _two_in_flight(rig):
+    """First batch acknowledged (so up to 5 may fly), then two more batches in flight."""
+    rig.start()
+    rig.send(1)
+    rig.loop()
+    (req,) = rig.client.take()
+    rig.client.answer(req, {})
+    a = rig.send(2)
+    rig.loop()
+    b = rig.send(3)
+    rig.loop()
+    reqs = rig.client.take()
+    assert [r.batches()[0][2] for r in reqs] == [1, 3]
+    return a, b, reqs
+
+
+def test_out_of_order_sequence_fails_the_first_batch_and_resets(k, monkeypatch):
+    rig = Rig(k, monkeypatch, retry_backoff_ms=0)
+    a, b, (req_a, req_b) = _two_in_flight(rig)
+    oos = errors.OutOfOrderSequenceNumberError.errno
+    rig.client.answer(req_a, {0: oos})
+    assert all(isinstance(f.exception, errors.OutOfOrderSequenceNumberError) for f in a)
+    assert rig.tm.reset_pending
+    rig.client.answer(req_b, {0: oos})  # only out of turn: retried, not failed
+    assert not any(f.is_done for f in b)
+    rig.loop(1)
+    rig.client.answer_init_pid()  # a new producer id, sequences from 0
+    rig.loop(1)
+    (req,) = rig.client.take()
+    assert req.batches() == [(0, 1001, 0, 3)]
+    rig.client.answer(req, {}, base_offset=9)
+    assert [f.get(0).offset for f in b] == [9, 10, 11]
+    assert len(rig.calls) == 6  # the first record, then a and b once each
+
+
+def test_unknown_producer_id_retries_under_a_new_id(k, monkeypatch):
+    rig = Rig(k, monkeypatch, retry_backoff_ms=0)
+    a, b, (req_a, req_b) = _two_in_flight(rig)
+    rig.client.answer(req_a, {0: errors.UnknownProducerIdError.errno})
+    rig.client.answer(req_b, {0: errors.OutOfOrderSequenceNumberError.errno})
+    assert not any(f.is_done for f in a + b)
+    rig.loop(1)
+    rig.client.answer_init_pid()
+    rig.loop(1)  # one batch in flight until the new id's first ack
+    (req,) = rig.client.take()
+    assert req.batches() == [(0, 1001, 0, 2)]
+    rig.client.answer(req, {}, base_offset=20)
+    rig.loop(1)
+    (req,) = rig.client.take()
+    assert req.batches() == [(0, 1001, 2, 3)]
+    rig.client.answer(req, {}, base_offset=22)
+    assert [f.get(0).offset for f in a + b] == [20, 21, 22, 23, 24]
+
+
+def test_expired_retry_resets_the_producer_id(k, monkeypatch):
+    rig = Rig(k, monkeypatch, delivery_timeout_ms=2000, request_timeout_ms=1000,
+              retry_backoff_ms=0)
+    rig.start()
+    (f,) = rig.send(1)
+    rig.loop()
+    (req,) = rig.client.take()
+    req.callback(Response(error=errors.RequestTimedOutError("timed out")))  # fate unknown
+    rig.client.ready_nodes.clear()  # and the broker stays away
+    waits = []
+    while not f.is_done:
+        waits.append(rig.loop(waits[-1] if waits else 1))
+        assert len(waits) < 100
+    assert isinstance(f.exception, errors.KafkaTimeoutError)
+    assert rig.tm.reset_pending  # its sequence may or may not be in the log
+
+
+@pytest.mark.parametrize("acks", [0, 1])
+def test_each_future_completes_once_under_a_storm_of_answers(k, monkeypatch, acks):
+    rig = Rig(k, monkeypatch, idempotent=False, acks=acks, retry_backoff_ms=0,
+              batch_size=200)
+    futures = rig.send(40, partition=0) + rig.send(40, partition=1)
+    codes = [errors.NotLeaderForPartitionError.errno, errors.RequestTimedOutError.errno, 0]
+    for i in range(200):
+        rig.loop(1)
+        for j, req in enumerate(rig.client.take()):
+            if acks == 0:
+                req.callback(Response(error=errors.KafkaConnectionError("x") if i % 3 else None))
+            else:
+                rig.client.answer(req, {p: codes[(i + j + p) % 3] for p in (0, 1)})
+        if all(f.is_done for f in futures):
+            break
+    assert all(f.succeeded() for f in futures)
+    assert len(rig.calls) == len(futures)
