@@ -9,6 +9,7 @@ every deque for expiry; the wheel's next deadline bounds the poll. Request timeo
 NetworkClient's; linger and retry backoff come from ready(), which looks at each deque anyway.
 """
 import collections
+import functools
 import logging
 import threading
 import time
@@ -183,9 +184,9 @@ class Sender(threading.Thread):
         self.metrics["request-total"] += 1
         self.metrics["batch-total"] += len(batches)
         if self.acks == 0:
-            callback = lambda response: self._complete_acks0(in_request, response)  # noqa: E731
+            callback = functools.partial(self._complete_acks0, in_request)
         else:
-            callback = lambda response: self._handle_produce(in_request, version, response)  # noqa: E731
+            callback = functools.partial(self._handle_produce, in_request, version)
         self.client.send(node, produce.API_KEY, version, body, expects_response=self.acks != 0,
                          callback=callback, timeout_ms=self.request_timeout_ms)
 
@@ -240,8 +241,8 @@ class Sender(threading.Thread):
             return
         error = error_class(part.error_message or "")
         if part.record_errors:
-            record_errors = {e.batch_index: errors.InvalidRecordError(e.batch_index_error_message or "")
-                             for e in part.record_errors}
+            record_errors = {e.batch_index: errors.InvalidRecordError(
+                e.batch_index_error_message or "") for e in part.record_errors}
             self._fail(batch, error, record_errors)
             return
         tm = self.tm
