@@ -40,11 +40,14 @@ def test_200k_records_five_in_flight(kafka, topic):
     _check_exactly_once(read_all_kafka_python(kafka.bootstrap_servers, name, n), n)
 
 
-def _stream(producer, name, n, pause_at, action):
+def _stream(producer, name, n, pause_at, action, first=None):
+    """Send n records; at pause_at run first() inline, then action() in a thread."""
     futures = []
     fault = threading.Thread(target=action, daemon=True)
     for i in range(n):
         if i == pause_at:
+            if first is not None:
+                first()
             fault.start()
         futures.append(producer.send(name, b"%d" % i, key=b"%d" % (i % 13)))
         if i % 500 == 0:
@@ -81,16 +84,16 @@ def test_hung_broker_answers_late_without_duplicates(single):
     name = single.create_topic("paused", 3)
     n = 20_000
 
-    def hang():
-        single.pause_node(0)
-        try:
-            time.sleep(4.0)  # twice the request timeout
-        finally:
-            single.resume_node(0)
+    def resume_later():
+        time.sleep(4.0)  # twice the request timeout
+        single.resume_node(0)
 
     with KafkaProducer(bootstrap_servers=single.bootstrap_servers, request_timeout_ms=2000,
                        linger_ms=2, reconnect_backoff_max_ms=1000) as p:
-        futures = _stream(p, name, n, n // 3, hang)
+        try:  # the rest of the stream goes to a broker that reads but does not answer
+            futures = _stream(p, name, n, n // 3, resume_later, lambda: single.pause_node(0))
+        finally:
+            single.resume_node(0)
         timeouts = p.metrics()["producer-metrics"].get("record-retry-total", 0)
     assert all(f.succeeded() for f in futures)
     assert timeouts > 0  # the hang did catch requests in flight
