@@ -29,7 +29,7 @@ class TransactionManager:
         self._next_sequence = collections.defaultdict(int)
         self._in_flight = collections.defaultdict(list)  # tp -> batches sorted by sequence
         self._in_flight_count = 0
-        self._acked = set()  # partitions with an acknowledged batch under this producer id
+        self._acked = {}  # tp -> sequence after the last acknowledged batch (this producer id)
         self._reset_pending = False
         self.resets = 0  # producer id resets so far (diagnostics and tests)
         self.fatal_error = None
@@ -101,17 +101,25 @@ class TransactionManager:
     def retry_out_of_order(self, batch):
         """Should an OUT_OF_ORDER_SEQUENCE_NUMBER answer be retried rather than surfaced?
 
-        Yes when it is explained by something else: an earlier batch of the partition is still
-        in flight (this one only came out of turn), a reset is already pending (the new
-        producer id renumbers it), or its sequence is from an older producer id."""
-        return self._reset_pending or not self.in_current_epoch(batch) or \
-            not self.is_first_in_flight(batch)
+        Yes when something else explains it (Java's rule): the batch is not the next after the
+        last acknowledged one (an earlier batch is in flight or waiting for its retry, so this
+        one only came out of turn), a reset is already pending (the new producer id renumbers
+        it), or its sequence is from an older producer id. Only the batch that was due next is
+        refused for real: the broker lost what it had acknowledged."""
+        if self._reset_pending or not self.in_current_epoch(batch):
+            return True
+        expected = self._acked.get(batch.topic_partition)
+        return expected is not None and batch.base_sequence != expected
 
     def remove(self, batch, acked=False):
         """The batch's request completed (or it expired): it is no longer in flight."""
         tp = batch.topic_partition
         if acked and self.in_current_epoch(batch):
-            self._acked.add(tp)
+            end = (batch.base_sequence + batch.record_count) % SEQUENCE_MODULO
+            last = self._acked.get(tp)
+            # answers from two leaders may cross: keep the furthest (sequences wrap at 2**31)
+            if last is None or 0 < (end - last) % SEQUENCE_MODULO < SEQUENCE_MODULO // 2:
+                self._acked[tp] = end
         in_flight = self._in_flight.get(tp)
         if in_flight:
             for i, b in enumerate(in_flight):

@@ -381,3 +381,20 @@ def test_each_future_completes_once_under_a_storm_of_answers(k, monkeypatch, ack
             break
     assert all(f.succeeded() for f in futures)
     assert len(rig.calls) == len(futures)
+
+
+def test_out_of_order_behind_a_retried_batch_is_retried(k, monkeypatch):
+    """A real broker refuses b (sequence 3) while a (sequence 1) waits for its retry: b is only
+    out of turn, even though it is the only batch in flight by then."""
+    rig = Rig(k, monkeypatch, retry_backoff_ms=100)
+    a, b, (req_a, req_b) = _two_in_flight(rig)
+    rig.client.answer(req_a, {0: errors.NotLeaderForPartitionError.errno})
+    rig.client.answer(req_b, {0: errors.OutOfOrderSequenceNumberError.errno})
+    assert not any(f.is_done for f in a + b) and not rig.tm.reset_pending
+    rig.loop(100)
+    rig.loop(0)
+    reqs = rig.client.take()
+    assert [r.batches() for r in reqs] == [[(0, 1000, 1, 2)], [(0, 1000, 3, 3)]]  # in order
+    for req, offset in zip(reqs, (30, 32)):
+        rig.client.answer(req, {}, base_offset=offset)
+    assert [f.get(0).offset for f in a + b] == [30, 31, 32, 33, 34]
