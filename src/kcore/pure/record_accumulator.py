@@ -125,7 +125,8 @@ class RecordAccumulator:
     # -- caller threads ---------------------------------------------------------------------
     def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
                now, abort_on_new_batch=False):
-        """(future, batch_is_full, new_batch_created, aborted_for_new_batch)."""
+        """(future, batch_is_full, new_batch_created, aborted_for_new_batch). A new batch is
+        stamped after any wait for memory (``now`` is the send's start, kept for the API)."""
         dq = self._deques.get(tp)
         if dq is None:
             dq = self._deques.setdefault(tp, collections.deque())
@@ -145,7 +146,7 @@ class RecordAccumulator:
                                           size)
                 if future is not None:
                     return future, len(dq) > 1 or dq[-1].closed, False, False
-                batch = ProducerBatch(tp, self.batch_size, self.compression, now)
+                batch = ProducerBatch(tp, self.batch_size, self.compression, now_ms())
                 batch.memory, memory = memory, None
                 future = batch.try_append(timestamp_ms, key, value, headers, header_size, size)
                 dq.append(batch)
