@@ -86,6 +86,9 @@ class BrokerConnection:
         self.state = DISCONNECTED
         self.sock = None
         self.in_flight = collections.deque()  # InFlightRequest, oldest first
+        # correlation ids of written requests that expected no answer (acks=0): some brokers
+        # (tansu) answer anyway, and those answers are skipped, not a protocol error
+        self.unanswered = collections.deque(maxlen=1024)
         self.api_versions = None              # {api_key: (min, max)} once checked
         self.error = None                     # why it last closed
         self.last_activity_ms = 0
@@ -258,11 +261,13 @@ class BrokerConnection:
                 out.popleft()
                 if not req.expects_response:
                     self.in_flight.remove(req)
+                    self.unanswered.append(req.correlation_id)
                     done.append(req)
             while out and not out[0][1]:  # zero-length frames cannot happen, but be safe
                 req = out.popleft()[0]
                 if not req.expects_response:
                     self.in_flight.remove(req)
+                    self.unanswered.append(req.correlation_id)
                     done.append(req)
             if n < offered:
                 break  # socket buffer full
@@ -332,7 +337,12 @@ class BrokerConnection:
                 self._frame = None
 
     def complete_next(self, correlation_id):
-        """Pop the FIFO head for a response; a mismatch raises CorrelationIdError."""
+        """Pop the FIFO head for a response (None for an answer to a request that expected
+        none); a mismatch raises CorrelationIdError."""
+        if correlation_id in self.unanswered and (
+                not self.in_flight or self.in_flight[0].correlation_id != correlation_id):
+            self.unanswered.remove(correlation_id)
+            return None
         if not self.in_flight:
             raise errors.CorrelationIdError(
                 "node %s sent a response (correlation id %d) with no request in flight" % (

@@ -450,6 +450,8 @@ class NetworkClient:
         try:
             r = Reader(frame)
             req = conn.complete_next(r.read_int32())
+            if req is None:
+                return
             if req.response_header_version >= 1:
                 r.read_tagged_fields()
         except errors.KafkaError as e:

@@ -772,3 +772,17 @@ def test_connection_eof_returns_frames_read_before_it():
             frames, err = conn.read(0)
         assert isinstance(err, errors.KafkaConnectionError)
         assert "closed by the broker" in str(err)
+
+
+def test_answers_to_requests_that_expected_none_are_skipped():
+    """acks=0 gets no answer from Kafka; a broker that answers anyway (seen from tansu) must
+    not be taken for a correlation mismatch that drops the connection."""
+    from pyprod.connection import InFlightRequest
+
+    with paired_connection(**pconfig.build()) as (conn, _):
+        conn.unanswered.append(7)  # request 7 (acks=0) was written
+        conn.in_flight.append(InFlightRequest(8, 0, 9, 1, True, None, 0, 1000))
+        assert conn.complete_next(7) is None  # the stray answer is skipped
+        assert conn.complete_next(8).correlation_id == 8
+        with pytest.raises(errors.CorrelationIdError):
+            conn.complete_next(7)  # ... once only
