@@ -7,5 +7,5 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
+python -m pip install -q --upgrade pip "setuptools>=77" "Cython>=3"  # also for direct setup.py builds
 python -m pip install -q -e ".[test]"   # compiles kcore: a failed compile stops here

@@ -7,7 +7,7 @@ from libc.stdint cimport int64_t
 
 import threading
 
-from kcore.pure.future import Future, RecordMetadata, TopicPartition, _partial, _run
+from kcore.pure.future import Future, RecordMetadata, TopicPartition, _notify, _partial
 from pyprod.errors import KafkaTimeoutError
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
@@ -35,12 +35,7 @@ cdef class ProduceRequestResult:
             self._event.set()
         if thunks:
             for future, callback, errback in thunks:
-                exc = future.exception
-                if exc is None:
-                    if callback is not None:
-                        _run(callback, future.value)
-                elif errback is not None:
-                    _run(errback, exc)
+                _notify(future, callback, errback)
 
     def wait(self, timeout=None):
         if self.is_done:
@@ -117,12 +112,7 @@ cdef class FutureRecordMetadata:
 
     def _add(self, callback, errback):
         if not self._result.add_thunk(self, callback, errback):
-            exc = self.exception
-            if exc is None:
-                if callback is not None:
-                    _run(callback, self.value)
-            elif errback is not None:
-                _run(errback, exc)
+            _notify(self, callback, errback)
         return self
 
     def add_callback(self, f, *args, **kwargs):

@@ -31,6 +31,16 @@ def _run(f, arg):
         log.exception("Error in producer callback %r", f)
 
 
+def _notify(future, callback, errback):
+    """A completed record's callback (on success) or errback (on failure), if it has one."""
+    exc = future.exception
+    if exc is None:
+        if callback is not None:
+            _run(callback, future.value)
+    elif errback is not None:
+        _run(errback, exc)
+
+
 def _partial(f, args, kwargs):
     return functools.partial(f, *args, **kwargs) if args or kwargs else f
 
@@ -62,12 +72,7 @@ class ProduceRequestResult:
         if event is not None:
             event.set()
         for future, callback, errback in thunks or ():
-            exc = future.exception
-            if exc is None:
-                if callback is not None:
-                    _run(callback, future.value)
-            elif errback is not None:
-                _run(errback, exc)
+            _notify(future, callback, errback)
 
     def wait(self, timeout=None):
         with self._lock:
@@ -146,12 +151,7 @@ class FutureRecordMetadata:
 
     def _add(self, callback, errback):
         if not self._result.add_thunk(self, callback, errback):
-            exc = self.exception
-            if exc is None:
-                if callback is not None:
-                    _run(callback, self.value)
-            elif errback is not None:
-                _run(errback, exc)
+            _notify(self, callback, errback)
         return self
 
     def add_callback(self, f, *args, **kwargs):
