@@ -13,6 +13,12 @@ The same is measured for confluent-kafka, whose librdkafka threads run without t
 reference for what two busy cores look like on this machine.
 
     python bench/gil_two_cores.py [--records 1000000] [--clients pyprod,confluent]
+    python bench/gil_two_cores.py --broker mock --compression-type lz4
+
+--broker mock runs librdkafka's mock cluster (in a child process) instead of Apache Kafka: it
+stores batches without decoding them, so it leaves more of a small machine's CPU to the client.
+--compression-type gives the Sender real work (compression runs in the Sender, without the GIL);
+the values are 1000 distinct random payloads, so they do not compress to nothing.
 
 Prints a per-interval table and a summary; --json writes the figures.
 """
@@ -74,9 +80,10 @@ class PyprodClient:
     """pyprod.KafkaProducer; acknowledged = sampled futures already done."""
     name = "pyprod"
 
-    def __init__(self, bootstrap, topic):
+    def __init__(self, bootstrap, topic, compression=None, api_version=None):
         from pyprod import KafkaProducer
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+                                      compression_type=compression, api_version=api_version)
         self.topic = topic
         self.probes = []  # every 1000th future
 
@@ -84,10 +91,10 @@ class PyprodClient:
         for f in [self.producer.send(self.topic, value, partition=p) for p in range(PARTITIONS)]:
             f.get(30)
 
-    def send_range(self, value, start, stop):
-        send, topic, probes = self.producer.send, self.topic, self.probes
+    def send_range(self, values, start, stop):
+        send, topic, probes, n = self.producer.send, self.topic, self.probes, len(values)
         for i in range(start, stop):
-            f = send(topic, value)
+            f = send(topic, values[i % n])
             if i % 1000 == 0:
                 probes.append(f)
 
@@ -105,9 +112,10 @@ class ConfluentClient:
     """confluent-kafka (librdkafka threads, outside the GIL): the reference for 'two cores'."""
     name = "confluent"
 
-    def __init__(self, bootstrap, topic):
+    def __init__(self, bootstrap, topic, compression=None, api_version=None):
         from confluent_kafka import Producer
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5})
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                                  "compression.type": compression or "none"})
         self.topic = topic
 
     def warm(self, value):
@@ -115,12 +123,12 @@ class ConfluentClient:
             self.producer.produce(self.topic, value, partition=p)
         self.producer.flush(30)
 
-    def send_range(self, value, start, stop):
-        produce, poll, topic = self.producer.produce, self.producer.poll, self.topic
+    def send_range(self, values, start, stop):
+        produce, poll, topic, n = self.producer.produce, self.producer.poll, self.topic, len(values)
         for i in range(start, stop):
             while True:
                 try:
-                    produce(topic, value)
+                    produce(topic, values[i % n])
                     break
                 except BufferError:
                     poll(0.001)
@@ -141,12 +149,12 @@ CLIENTS = {"pyprod": PyprodClient, "confluent": ConfluentClient}
 
 
 def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int = 0,
-            client: str = "pyprod") -> dict:
+            client: str = "pyprod", compression=None, api_version=None) -> dict:
     before = _tasks()
-    producer = CLIENTS[client](bootstrap, topic)
+    producer = CLIENTS[client](bootstrap, topic, compression, api_version)
     try:
-        value = os.urandom(value_size)
-        producer.warm(value)
+        values = [os.urandom(value_size) for _ in range(1000)]
+        producer.warm(values[0])
         threads = {tid: (_task_name(tid), _thread_clock(tid)) for tid in sorted(_tasks() - before)}
         step = step or max(1, n // 10)
         samples = []
@@ -160,7 +168,7 @@ def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int
         i = 0
         while i < n:
             stop = min(n, i + step)
-            producer.send_range(value, i, stop)
+            producer.send_range(values, i, stop)
             i = stop
             sample(i)
         acked_in_loop = producer.acked(n)
@@ -180,7 +188,7 @@ def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int
                 "cores_busy": (b["cpu"] - a["cpu"]) / wall if wall > 0 else 0.0}
 
     return {
-        "client": client, "records": n, "value_bytes": value_size,
+        "client": client, "records": n, "value_bytes": value_size, "compression": compression,
         "send_loop": span(s0, s_loop), "flush": span(s_loop, s_end), "total": span(s0, s_end),
         "records_per_s": n / (s_end["wall"] - s0["wall"]),
         "acked_before_loop_end": acked_in_loop,
@@ -225,6 +233,9 @@ def main(argv=None) -> int:
                     help="comma-separated, from " + ",".join(CLIENTS) + " (confluent-kafka's "
                     "librdkafka threads run outside the GIL: the reference for two busy cores)")
     ap.add_argument("--bootstrap-servers", help="use this broker instead of starting one")
+    ap.add_argument("--broker", choices=("kafka", "mock"), default="kafka",
+                    help="Apache Kafka (default) or librdkafka's mock cluster")
+    ap.add_argument("--compression-type", choices=("gzip", "snappy", "lz4", "zstd"))
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
@@ -235,7 +246,16 @@ def main(argv=None) -> int:
     cluster = None
     results = {}
     try:
-        if args.bootstrap_servers:
+        api_version = None
+        if args.broker == "mock":
+            from pyprod.testing.mock_cluster import MockCluster
+            cluster = MockCluster(brokers=1).start()
+            bootstrap = cluster.cluster_bootstraps()
+            api_version = (2, 8)  # the mock's ApiVersions answer is partial
+
+            def create(topic):
+                cluster.topic_create(topic, PARTITIONS)
+        elif args.bootstrap_servers:
             bootstrap = args.bootstrap_servers
             from confluent_kafka.admin import AdminClient, NewTopic
             admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -254,14 +274,15 @@ def main(argv=None) -> int:
         for c in clients:
             topic = f"gil-two-cores-{c}-{os.getpid()}"
             create(topic)
-            results[c] = measure(bootstrap, topic, args.records, client=c)
+            results[c] = measure(bootstrap, topic, args.records, client=c,
+                                 compression=args.compression_type, api_version=api_version)
     finally:
         if cluster is not None:
             cluster.stop()
     print("\n\n".join(report(r) for r in results.values()))
     print("\nTwo cores working in parallel shows as CPU/wall > 1 (caller + producer threads > "
           "wall). If the Sender ran only while the caller waited for the GIL, CPU/wall would "
-          f"stay <= 1. The broker shares this machine's {os.cpu_count()} cores.")
+          f"stay <= 1. The broker ({args.broker}) shares this machine's {os.cpu_count()} cores.")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
