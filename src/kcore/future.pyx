@@ -7,11 +7,12 @@ from libc.stdint cimport int64_t
 
 import threading
 
-from kcore.pure.future import Future, RecordMetadata, TopicPartition, _notify, _partial
+from kcore.pure.future import (BatchFuture, BatchMetadata, Future, RecordMetadata,
+                               TopicPartition, _notify, _partial)
 from pyprod.errors import KafkaTimeoutError
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
-           "Future"]
+           "Future", "BatchFuture", "BatchMetadata"]
 
 
 cdef class ProduceRequestResult:

@@ -108,6 +108,27 @@ class UnknownBrokerIdError(KafkaError):
     pass
 
 
+class BatchDeliveryError(KafkaError):
+    """Some records of one KafkaProducer.send_batch call failed (pyprod only).
+
+    ``failures``: [(record index, exception)] in index order; ``failed_count`` and
+    ``succeeded_count`` count the call's records."""
+
+    def __init__(self, failures=(), succeeded_count=0, *args):
+        self.failures = list(failures)
+        self.failed_count = len(self.failures)
+        self.succeeded_count = succeeded_count
+        if not args:
+            first = ", ".join("#%d: %r" % (i, e) for i, e in self.failures[:3])
+            more = " ..." if self.failed_count > 3 else ""
+            args = ("%d of %d records failed (%s%s)" % (
+                self.failed_count, self.failed_count + succeeded_count, first, more),)
+        super().__init__(*args)
+
+    def __reduce__(self):
+        return type(self), (self.failures, self.succeeded_count) + tuple(self.args)
+
+
 class QuotaViolationError(KafkaError):
     pass
 

@@ -47,6 +47,14 @@ def _serializer(obj):
     return serialize
 
 
+def _batch_record_ok(future, index, metadata):
+    future._record_done(index, metadata.partition)
+
+
+def _batch_record_failed(future, index, exc):
+    future._record_done(index, -1, exc)
+
+
 class KafkaProducer:
     """A drop-in for kafka.KafkaProducer. See kafka-python's documentation for the configs."""
 
@@ -96,6 +104,63 @@ class KafkaProducer:
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
         """Publish a record; returns a FutureRecordMetadata. Raises as kafka-python does."""
         return self._send_path.send(topic, value, key, headers, partition, timestamp_ms)
+
+    def send_batch(self, topic, values, keys=None, headers=None, partitions=None,
+                   timestamps=None):
+        """Publish many records in one call; returns ONE future for all of them.
+
+        values / keys: sequences of bytes, bytearray, memoryview, str (UTF-8) or None, or
+        pyarrow binary/string arrays (taken as raw bytes). headers: per record None or
+        [(str, bytes|None)], or a pyarrow list<struct<key: string, value: binary>> array.
+        partitions / timestamps (ms): per record int or None. The future's value is a
+        BatchMetadata(topic, record_count, partition_counts); on failure its exception is a
+        BatchDeliveryError listing the failed record indices.
+        """
+        # Step 1: a loop over the send path; the compiled bulk path replaces it.
+        from kcore.pure.batch_send import prepare_rows
+        sp = self._send_path
+        sp.check_usable()
+        vals, keys, hdrs, parts, stamps = prepare_rows(
+            topic, values, keys, headers, partitions, timestamps,
+            _serializer(self.config["key_serializer"]),
+            _serializer(self.config["value_serializer"]))
+        raw = self.__dict__.get("_raw_send_path")
+        if raw is None:
+            raw = self._raw_send_path = kcore.SendPath(
+                self._accumulator, dict(self.config, key_serializer=None, value_serializer=None),
+                self._wait_on_metadata, self._sender.wakeup, None, None, self._tm)
+        user = self.config["partitioner"]
+        custom = self._partition_with(user) if user is not None else None
+        if custom is not None or any(p is not None for p in parts):
+            top = max((p for p in parts if p is not None), default=None)
+            self._wait_on_metadata(topic, top, self._max_block_ms)
+        n = len(vals)
+        future = kcore.BatchFuture(topic, n)
+        appended = 0
+        for i in range(n):
+            if vals[i] is None and keys[i] is None:
+                raise ValueError("values[%d] and keys[%d] are both None" % (i, i))
+        for i in range(n):
+            part = parts[i]
+            if part is None and custom is not None:
+                part = custom(topic, keys[i], keys[i], vals[i], vals[i])
+            if sp.closed:
+                raise errors.IllegalStateError("KafkaProducer already closed!")
+            try:
+                f = raw.send(topic, vals[i], keys[i], hdrs[i], part, stamps[i])
+            except errors.MessageSizeTooLargeError as e:
+                future._fail_now(i, e)
+                continue
+            except errors.KafkaTimeoutError as e:
+                raise errors.KafkaTimeoutError(
+                    "send_batch: %s; %d of %d records were appended before and will still be "
+                    "delivered" % (e, appended, n)) from e
+            appended += 1
+            future._add_pending(1)
+            f.add_callback(_batch_record_ok, future, i)
+            f.add_errback(_batch_record_failed, future, i)
+        future._seal()
+        return future
 
     def _partition_with(self, partitioner):
         """A (topic, key, key_bytes, value, value_bytes) -> partition call of a user partitioner."""

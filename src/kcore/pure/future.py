@@ -13,7 +13,7 @@ import threading
 from pyprod.errors import KafkaTimeoutError
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
-           "Future"]
+           "Future", "BatchFuture", "BatchMetadata"]
 
 log = logging.getLogger("pyprod.future")
 
@@ -22,6 +22,10 @@ TopicPartition = collections.namedtuple("TopicPartition", ["topic", "partition"]
 RecordMetadata = collections.namedtuple("RecordMetadata", [
     "topic", "partition", "topic_partition", "offset", "timestamp", "checksum",
     "serialized_key_size", "serialized_value_size", "serialized_header_size"])
+
+# The value of a send_batch future: every record was acknowledged.
+BatchMetadata = collections.namedtuple("BatchMetadata", ["topic", "record_count",
+                                                         "partition_counts"])
 
 
 def _run(f, arg):
@@ -219,3 +223,144 @@ class Future:
         if self.exception is not None:
             raise self.exception
         return self.value
+
+
+class BatchFuture:
+    """The one future of a send_batch call: done when every record of the call completed.
+
+    Records are reported per batch (``_range_done``: the call's records ``rank .. rank+count``
+    of one partition, in call order) or per record (``_record_done``); records refused before
+    they were appended with ``_fail_now``. ``_seal`` says no more records will be added. On
+    failure the failed rank ranges become record indices through ``locate``, a callable
+    ``(ranges) -> [(index, exception)]`` given by whoever knows each record's partition.
+    """
+
+    def __init__(self, topic, record_count, locate=None):
+        self.topic = topic
+        self.record_count = record_count
+        self.is_done = False
+        self.value = None
+        self.exception = None
+        self._locate = locate
+        self._lock = threading.Lock()
+        self._event = None
+        self._pending = 0       # records appended and not completed yet
+        self._sealed = False
+        self._ok = collections.Counter()   # partition -> records acknowledged
+        self._failures = []     # [(index, exception)] known by index
+        self._failed_ranges = []  # [(partition, rank, count, error, {rank: exception})]
+        self._callbacks = []    # [(callback, errback)]
+
+    # -- reporting (caller thread and Sender thread) ----------------------------------------
+    def _add_pending(self, count):
+        with self._lock:
+            self._pending += count
+
+    def _fail_now(self, index, exc):
+        with self._lock:
+            self._failures.append((index, exc))
+
+    def _record_done(self, index, partition, exc=None):
+        with self._lock:
+            if exc is None:
+                self._ok[partition] += 1
+            else:
+                self._failures.append((index, exc))
+            self._pending -= 1
+            finished = self._sealed and self._pending == 0
+        if finished:
+            self._finish()
+
+    def _range_done(self, partition, rank, count, error=None, record_errors=None):
+        """count records of the call in one batch of `partition`, from the call's rank-th record
+        of that partition; record_errors: {rank: exception} (used when error is None)."""
+        with self._lock:
+            if error is None and not record_errors:
+                self._ok[partition] += count
+            else:
+                if error is None:  # only some records failed: the others succeeded
+                    self._ok[partition] += count - len(record_errors)
+                self._failed_ranges.append((partition, rank, count, error, record_errors))
+            self._pending -= count
+            finished = self._sealed and self._pending == 0
+        if finished:
+            self._finish()
+
+    def _seal(self):
+        with self._lock:
+            self._sealed = True
+            finished = self._pending == 0
+        if finished:
+            self._finish()
+
+    def _finish(self):
+        failures = self._failures
+        if self._failed_ranges:
+            failures = failures + self._locate(self._failed_ranges)
+            self._failed_ranges = None
+        if failures:
+            failures.sort(key=lambda f: f[0])
+            ok = self.record_count - len(failures)
+            from pyprod.errors import BatchDeliveryError
+            self.exception = BatchDeliveryError(failures, ok)
+        else:
+            self.value = BatchMetadata(self.topic, self.record_count, dict(sorted(self._ok.items())))
+        with self._lock:
+            self.is_done = True
+            callbacks, self._callbacks = self._callbacks, None
+            event = self._event
+        if event is not None:
+            event.set()
+        for callback, errback in callbacks:
+            self._call(callback, errback)
+
+    # -- kafka-python's future API ----------------------------------------------------------
+    def succeeded(self):
+        return self.is_done and self.exception is None
+
+    def failed(self):
+        return self.is_done and self.exception is not None
+
+    def retriable(self):
+        return False  # what could be retried, was
+
+    def get(self, timeout=None):
+        if not self.is_done:
+            with self._lock:
+                if self._event is None and not self.is_done:
+                    self._event = threading.Event()
+                event = self._event
+            if event is not None and not event.wait(timeout):
+                raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
+        if self.exception is not None:
+            raise self.exception
+        return self.value
+
+    def _call(self, callback, errback):
+        if self.exception is None:
+            if callback is not None:
+                _run(callback, self.value)
+        elif errback is not None:
+            _run(errback, self.exception)
+
+    def _add(self, callback, errback):
+        with self._lock:
+            if not self.is_done:
+                self._callbacks.append((callback, errback))
+                return self
+        self._call(callback, errback)
+        return self
+
+    def add_callback(self, f, *args, **kwargs):
+        return self._add(_partial(f, args, kwargs), None)
+
+    def add_errback(self, f, *args, **kwargs):
+        return self._add(None, _partial(f, args, kwargs))
+
+    def add_both(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        return self._add(f, f)
+
+    def __repr__(self):
+        return "<BatchFuture %s records=%d done=%s>" % (self.topic, self.record_count,
+                                                        self.is_done)
