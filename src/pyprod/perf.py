@@ -166,10 +166,10 @@ def producer_config(items) -> dict:
 class Progress:
     """A bar with the live rate (a tty or --progress), else a line every ``interval`` s."""
 
-    def __init__(self, total, value_bytes, bar, interval, stream=sys.stderr):
+    def __init__(self, total, value_bytes, bar, interval, stream=None):
         self.total, self.value_bytes, self.bar = total, value_bytes, bar
         self.interval = 0.25 if bar else interval
-        self.stream = stream
+        self.stream = stream or sys.stderr
         self.start = self.last_t = time.perf_counter()
         self.last_n = self.last_samples = 0
         self.next_t = self.start + self.interval if self.interval > 0 else float("inf")
