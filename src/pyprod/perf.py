@@ -1,7 +1,8 @@
 """pyprod-perf: producer throughput and latency, in the manner of Kafka's
 kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerformance).
 
-    pyprod-perf --embedded --topic perf --num-records 1000000 --record-size 100 --acks 1
+    pyprod-perf --embedded --topic perf --num-records 1000000 --record-size 100 \\
+        --throughput -1 --acks 1
     pyprod-perf --bootstrap-servers 127.0.0.1:9092 --topic t --num-records 200000 \\
         --payload-file lines.txt --throughput 50000 --producer-config linger.ms=5 batch.size=65536
 
@@ -13,14 +14,13 @@ when its batch is acknowledged). Only one record in every --latency-sample recor
 callback (add_both), so the other records cost nothing extra. The default samples every
 record of a paced run at up to 100,000 records/s, and otherwise 1 in max(64, num-records/50000):
 a callback on every record of an unlimited run slowed it down several times over (callbacks
-run on the Sender thread and contend for the GIL with the send loop), 1 in 64 did not measurably. Percentiles
-are nearest-rank over those samples. MB are 2**20 bytes of values, as in ProducerPerformance.
+run on the Sender thread and contend for the GIL with the send loop), 1 in 64 did not
+measurably. Percentiles are nearest-rank over those samples. MB are 2**20 bytes of values, as in ProducerPerformance.
 """
 from __future__ import annotations
 
 import argparse
 import array
-import os
 import random
 import sys
 import time
@@ -52,10 +52,15 @@ class Pacer:
     def begin(self) -> None:
         self.start = self._clock()
 
+    def delay(self, sent: int) -> float:
+        """Seconds until record number ``sent`` is due (<= 0: it is already due)."""
+        return self.start + sent / self.rate - self._clock()
+
     def wait(self, sent: int) -> None:
-        delay = self.start + sent / self.rate - self._clock()
-        if delay > 0:
+        delay = self.delay(sent)
+        while delay > 0:  # a sleep that returns early (a poll serving events) waits again
             self._sleep(delay)
+            delay = self.delay(sent)
 
 
 class LatencyRecorder:
