@@ -667,10 +667,13 @@ def markdown(meta: dict, rows: list) -> str:
         lines.append(f"| {r['workload']} | {_label(r)} | {records} | {rate} | "
                      f"{_num(r.get('mb_per_s'), '.1f')} | {cpu} | "
                      f"{_num(r.get('peak_rss_mb'), '.0f')} | {p99} | {ratio} |")
-    notes = ["", "\\* Java: CPU of the whole JVM process (startup and JIT included); "
-             "ProducerPerformance times its own send loop with no warm-up.",
-             "† The client could not offer 50,000 records/s: its p99 includes queueing; the "
-             "rate it reached is in brackets."]
+    notes = [""]
+    if any(r.get("cpu_is_whole_jvm") for r in rows):
+        notes.append("\\* Java: CPU of the whole JVM process (startup and JIT included); "
+                     "ProducerPerformance times its own send loop with no warm-up.")
+    if any(r.get("latency_saturated") for r in rows):
+        notes.append("† The client could not offer 50,000 records/s: its p99 includes "
+                     "queueing; the rate it reached is in brackets.")
     shares = ", ".join(f"{c} {s:g}x" for c, s in CLIENT_SHARE.items())
     notes.append(f"Records per run: --records for pyprod, confluent-kafka and Java; {shares} of "
                  "that for the slower clients; 1KiB workloads a quarter.")
@@ -812,7 +815,7 @@ def _rotate(seq, k):
     return seq[k:] + seq[:k]
 
 
-def main(argv=None) -> int:
+def main(argv=None, command=None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     if args.child:
@@ -858,7 +861,7 @@ def main(argv=None) -> int:
                         print(f"round {rnd + 1}/{args.rounds} {w:>20} {spec['client']:>15}: "
                               f"{what}", file=sys.stderr, flush=True)
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": "python bench/compare.py " + " ".join(
+            "command": command or "python bench/compare.py " + " ".join(
                 sys.argv[1:] if argv is None else argv),
             "machine": machine_info(), "versions": versions(clients), "rounds": args.rounds,
             "records": n, "workloads": {w: DESCRIBE[w] for w in workloads},
