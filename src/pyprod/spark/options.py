@@ -1,0 +1,106 @@
+"""Spark sink options -> (topic, pyprod producer configs).
+
+Like Spark's built-in Kafka sink: ``topic`` and ``kafka.<Java producer config>`` (values are
+strings, as Spark passes them). ``kafka.linger.ms`` becomes ``linger_ms=5`` through
+:func:`pyprod.config.from_java_names`; values are converted to the type of pyprod's default.
+Anything else is rejected with a KafkaConfigurationError naming the option.
+"""
+from pyprod import config as configuration
+from pyprod.errors import KafkaConfigurationError
+
+PREFIX = "kafka."
+
+# Options Spark itself adds to every streaming sink's options; not ours to judge.
+SPARK_STREAMING_OPTIONS = ("checkpointlocation", "path", "queryname")
+
+# Configs taking Python objects (serializers, partitioners, contexts): not settable as text.
+_OBJECT_CONFIGS = frozenset((
+    "key_serializer", "value_serializer", "partitioner", "ssl_context", "selector",
+    "sasl_oauth_token_provider", "kafka_client", "socket_options", "metric_reporters",
+    "bootstrap_topics_filter"))
+# Configs whose default is None but whose value is a number.
+_INT_CONFIGS = frozenset(("receive_buffer_bytes", "send_buffer_bytes"))
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _typed(key, text):
+    """The string ``text`` of config ``key`` as the type pyprod expects."""
+    default = configuration.DEFAULTS.get(key, configuration.LEGACY.get(key))
+    if not isinstance(text, str):
+        return text  # already typed (e.g. from Python code)
+    if isinstance(default, bool):
+        low = text.strip().lower()
+        if low in _TRUE or low in _FALSE:
+            return low in _TRUE
+        raise KafkaConfigurationError("expected true or false, got %r" % (text,))
+    if key == "acks":
+        return text.strip()  # 'all', '1', '0', '-1': checked by pyprod.config
+    if key in _INT_CONFIGS or (isinstance(default, (int, float)) and default is not None):
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                return float(text)
+            except ValueError:
+                raise KafkaConfigurationError("expected a number, got %r" % (text,)) from None
+    return text
+
+
+def producer_configs(java_props):
+    """{'linger.ms': '5', ...} (Java names, string values) -> {'linger_ms': 5, ...}, checked."""
+    out = {}
+    for name, text in java_props.items():
+        if name in ("key.serializer", "value.serializer"):
+            raise KafkaConfigurationError(
+                "option %r is not supported: keys and values are sent as bytes (string "
+                "columns as UTF-8); cast the columns instead" % (PREFIX + name,))
+        try:
+            [(key, _)] = configuration.from_java_names({name: text}).items()
+        except KafkaConfigurationError:
+            raise KafkaConfigurationError(
+                "option %r: %r is not a producer config pyprod knows" % (PREFIX + name, name)
+            ) from None
+        if key in _OBJECT_CONFIGS:
+            raise KafkaConfigurationError(
+                "option %r takes a Python object and cannot be set as a Spark option"
+                % (PREFIX + name,))
+        try:
+            out[key] = _typed(key, text)
+        except KafkaConfigurationError as e:
+            raise KafkaConfigurationError("option %r: %s" % (PREFIX + name, e.args[0])) from None
+    check(out)
+    return out
+
+
+def check(configs, required="option 'kafka.bootstrap.servers'"):
+    """Validate producer configs the way KafkaProducer will, without connecting."""
+    if "bootstrap_servers" not in configs:
+        raise KafkaConfigurationError(
+            "%s is required (e.g. 'host1:9092,host2:9092')" % (required,))
+    try:
+        configuration.build(**configs)
+    except KafkaConfigurationError as e:
+        raise KafkaConfigurationError("bad producer config: %s" % (e.args[0],)) from None
+    return configs
+
+
+def parse(options, *, streaming=False):
+    """Spark options (any mapping, keys compared case-insensitively) -> (topic or None,
+    producer configs)."""
+    topic, java = None, {}
+    for name, value in options.items():
+        low = name.lower()
+        if low == "topic":
+            if not isinstance(value, str) or not value.strip():
+                raise KafkaConfigurationError("option 'topic' must be a non-empty topic name")
+            topic = value.strip()
+        elif low.startswith(PREFIX) and len(low) > len(PREFIX):
+            java[low[len(PREFIX):]] = value
+        elif streaming and low in SPARK_STREAMING_OPTIONS:
+            continue
+        else:
+            raise KafkaConfigurationError(
+                "unsupported option %r for format('pyprod'): the options are 'topic' and "
+                "'kafka.<producer config>' (e.g. 'kafka.bootstrap.servers', 'kafka.linger.ms')"
+                % (name,))
+    return topic, producer_configs(java)
