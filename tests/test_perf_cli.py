@@ -30,7 +30,8 @@ def _usage_error(capsys, argv) -> str:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (BASE[:-2], "one of the arguments --bootstrap-servers/--bootstrap-server --embedded is required"),
+    (BASE[:-2],
+     "one of the arguments --bootstrap-servers/--bootstrap-server --embedded is required"),
     (BASE + ["--embedded"], "not allowed with argument"),
     (["--topic", "t", "--num-records", "10", "--throughput", "-1", "--embedded"],
      "one of the arguments --record-size --payload-file is required"),

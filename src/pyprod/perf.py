@@ -15,7 +15,8 @@ callback (add_both), so the other records cost nothing extra. The default sample
 record of a paced run at up to 100,000 records/s, and otherwise 1 in max(64, num-records/50000):
 a callback on every record of an unlimited run slowed it down several times over (callbacks
 run on the Sender thread and contend for the GIL with the send loop), 1 in 64 did not
-measurably. Percentiles are nearest-rank over those samples. MB are 2**20 bytes of values, as in ProducerPerformance.
+measurably. Percentiles are nearest-rank over those samples. MB are 2**20 bytes of values,
+as in ProducerPerformance.
 """
 from __future__ import annotations
 

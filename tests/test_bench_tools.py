@@ -1,0 +1,211 @@
+"""The benchmark tooling in bench/ (compare.py, scaling.py, producer_peers.py): summaries,
+tables, JSON, charts and the Spark merge on synthetic rows (no timing assertions), argument
+errors, and one tiny real run of one client against the `kafka` fixture."""
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+
+
+def _load(name):
+    if BENCH not in sys.path:
+        sys.path.insert(0, BENCH)  # scaling.py and producer_peers.py import compare
+    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH, name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def compare():
+    return _load("compare")
+
+
+@pytest.fixture(scope="module")
+def scaling():
+    return _load("scaling")
+
+
+META = {"date": "2030-01-02T03:04:05+00:00", "command": "python bench/compare.py --quick",
+        "machine": {"cpu_model": "Test CPU 9000", "cores": 2, "os": "Linux", "python": "3.11"},
+        "versions": {"pyprod": "0.1.0 (git abc, compiled)", "confluent-kafka": "2.16.1"},
+        "rounds": 3, "records": 1000, "skipped": {"java / 100B-keyed": "no keys"}}
+
+
+def _run(client, workload, wall, cpu, rnd, records=1000, rate=None, p99=None, size=100,
+         send_s=None):
+    r = {"client": client, "workload": workload, "records": records, "wall_s": wall,
+         "cpu_s": cpu, "value_size": size, "rate": rate, "peak_rss_mb": 40.0 + rnd,
+         "round": rnd, "partitions": 6, "threads": 1}
+    if rate:
+        r["p99_ms"] = p99
+        if send_s:
+            r["send_s"] = send_s
+    return r
+
+
+def _runs():
+    runs = []
+    for rnd, (a, b) in enumerate([(1.0, 2.0), (0.5, 2.5), (2.0, 1.5)]):
+        runs.append(_run("pyprod", "100B", a, 0.5, rnd))
+        runs.append(_run("confluent-kafka", "100B", b, 1.0, rnd))
+        runs.append(_run("java", "100B", 4.0, 9.0, rnd))
+        runs.append(_run("pyprod", "100B", 0.02, 0.01, rnd, rate=50_000, p99=10 + rnd))
+        runs.append(_run("confluent-kafka", "100B", 0.05, 0.01, rnd, rate=50_000, p99=5,
+                         send_s=0.04))  # reached 25k/s of the 50k offered
+    return runs
+
+
+def test_summarize_medians_and_flags(compare):
+    rows = {(r["client"], r["workload"]): r for r in compare.summarize(_runs())}
+    p = rows[("pyprod", "100B")]
+    assert p["records_per_s"] == 1000.0 and p["min_records_per_s"] == 500.0
+    assert p["max_records_per_s"] == 2000.0 and p["rounds"] == 3
+    assert p["cpu_s_per_m"] == pytest.approx(500.0)
+    assert p["mb_per_s"] == pytest.approx(1000 * 100 / 2 ** 20)
+    assert p["peak_rss_mb"] == 42.0  # the largest of the rounds
+    assert p["p99_ms"] == 11 and p["latency_saturated"] is False
+    c = rows[("confluent-kafka", "100B")]
+    assert c["records_per_s"] == 500.0 and c["latency_saturated"] is True
+    assert c["latency_achieved_per_s"] == pytest.approx(25_000)
+    assert rows[("java", "100B")]["cpu_is_whole_jvm"] is True
+    assert [r["client"] for r in compare.summarize(_runs())] == \
+        ["pyprod", "confluent-kafka", "java"]
+
+
+def test_markdown_has_labels_ratios_and_notes(compare):
+    md = compare.markdown(META, compare.summarize(_runs()))
+    assert "2030-01-02T03:04:05+00:00" in md and "Test CPU 9000, 2 cores" in md
+    assert "pyprod 0.1.0 (git abc, compiled)" in md and "confluent-kafka 2.16.1" in md
+    lines = [s for s in md.splitlines() if s.startswith("| 100B | confluent-kafka")]
+    assert len(lines) == 1 and "| 2.00x |" in lines[0] and "†" in lines[0]
+    java = [s for s in md.splitlines() if s.startswith("| 100B | java")][0]
+    assert "\\*" in java and "| 4.00x |" in java
+    assert "Not run: java / 100B-keyed: no keys." in md
+
+
+def test_spark_rows_are_merged_and_labelled(compare, tmp_path):
+    rows = compare.summarize(_runs())
+    spark_row = {"client": "pyprod.spark", "workload": "spark-100B", "records": 10_000,
+                 "records_per_s": 5000.0, "mb_per_s": 0.5, "cpu_s_per_m": 3.0,
+                 "peak_rss_mb": 300.0, "p99_ms": None}
+    path = tmp_path / "spark_sink.json"
+    path.write_text(json.dumps([spark_row, {"meta": {"date": "2029-12-31T10:00:00"}}]))
+    merged = compare.merge_spark(rows, META, str(path))
+    assert len(merged) == len(rows) + 1
+    assert merged[-1]["measured_separately"] == "2029-12-31"
+    md = compare.markdown(META, merged)
+    assert "pyprod.spark (measured separately, 2029-12-31)" in md
+    assert "measured separately (another date)" in md
+    path.write_text(json.dumps([spark_row, {"meta": {"date": "2030-01-02T23:00:00"}}]))
+    same_day = compare.merge_spark(rows, META, str(path))
+    assert "measured_separately" not in same_day[-1] and same_day[-1]["source"]
+    assert compare.merge_spark(rows, META, str(tmp_path / "missing.json")) == rows
+    path.write_text("{not json")
+    assert compare.merge_spark(rows, META, str(path)) == rows
+
+
+def test_write_results_json_md_png(compare, tmp_path):
+    runs = _runs()
+    rows = compare.merge_spark(compare.summarize(runs), META, str(tmp_path / "none.json"))
+    paths = compare.write_results(META, runs, rows, str(tmp_path), "compare")
+    data = json.loads(open(paths["json"]).read())
+    assert data["meta"]["machine"]["cores"] == 2 and len(data["runs"]) == len(runs)
+    assert {r["client"] for r in data["rows"]} == {"pyprod", "confluent-kafka", "java"}
+    assert open(paths["md"]).read().startswith("# Producer comparison, 2030-01-02")
+    with open(paths["png"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plan_counts_shares_and_skips(compare):
+    args = compare.build_parser().parse_args(["--quick"])
+    specs, skipped, n = compare.plan(args, list(compare.CLIENTS), ["100B-keyed", "1KiB"])
+    assert n == 100_000
+    thr = {(s["client"], s["workload"]): s["records"] for s in specs if not s["rate"]}
+    assert thr[("pyprod", "100B-keyed")] == 100_000
+    assert thr[("kafka-python", "100B-keyed")] == 10_000
+    assert thr[("aiokafka", "1KiB")] == 5_000
+    assert ("java", "100B-keyed") not in thr and "java / 100B-keyed" in skipped
+    paced = [s for s in specs if s["rate"]]
+    assert paced and all(s["rate"] == 50_000 and s["records"] == 50_000 for s in paced)
+    assert all(s["linger_ms"] == 5 and s["acks"] == 1 for s in specs)
+    assert compare._rotate([1, 2, 3], 4) == [2, 3, 1]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--clients", "pyprod,nope"], "unknown client 'nope'"),
+    (["--workloads", "huge"], "unknown workload 'huge'"),
+    (["--rounds", "0"], "--rounds must be positive"),
+    (["--records", "-1"], "--records must be positive"),
+    (["--clients", "java", "--no-java"], "no clients left to run"),
+])
+def test_compare_bad_arguments(compare, capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        compare.main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_scaling_report_on_synthetic_rows(compare, scaling, tmp_path):
+    runs = []
+    for rnd in range(3):
+        for shape, wall in (("1p-1t", 1.0), ("6p-1t", 0.8), ("24p-1t", 1.25),
+                            ("6p-2t", 0.9), ("6p-4t", 1.0)):
+            runs.append(_run("pyprod", shape, wall, 0.5, rnd))
+    rows = compare.summarize(runs)
+    verdict = scaling.memory_verdict(80.0, 32 * 2 ** 20)
+    assert verdict == {"peak_rss_mb": 80.0, "bound_mb": 96.0, "held": True,
+                       "buffer_memory_mb": 32.0}
+    assert scaling.memory_verdict(120.0, 32 * 2 ** 20)["held"] is False
+    memory = [{"client": "pyprod", "records": 5000, "wall_s": 1.0, "peak_rss_mb": 80.0,
+               "rss_timeline": [(0.0, 10.0), (0.5, 70.0), (1.0, 80.0)], "verdict": verdict}]
+    meta = dict(META, clients=["pyprod"])
+    md = scaling.markdown(meta, memory, rows)
+    assert "| pyprod | 5,000 | 5,000 | 80 | 96 | yes |" in md
+    assert "24p-1t: 0.80x the records/s, 1.00x the CPU per record" in md
+    assert "6p-4t: 0.80x the records/s" in md
+    scaling.chart(meta, memory, rows, str(tmp_path / "scaling.png"))
+    assert (tmp_path / "scaling.png").stat().st_size > 0
+    specs = scaling.plan(1000, ["pyprod"])
+    assert [(s["partitions"], s["threads"]) for s in specs] == \
+        [(1, 1), (6, 1), (24, 1), (6, 2), (6, 4)]
+
+
+def test_producer_peers_forwards_to_compare(monkeypatch, tmp_path):
+    peers = _load("producer_peers")
+    seen = {}
+    monkeypatch.setattr(peers.compare, "main",
+                        lambda argv, command=None: seen.update(argv=argv, command=command) or 0)
+    out = tmp_path / "pp.json"
+    assert peers.main(["--quick", "--batch-size", "1000000", "--out", str(out)]) == 0
+    argv = seen["argv"]
+    assert argv[argv.index("--workloads") + 1] == "100B" and "--no-latency" in argv
+    assert argv[argv.index("--clients") + 1] == "pyprod,confluent,kafka-python"  # no Java
+    assert argv[argv.index("--records") + 1] == "200000"
+    assert argv[argv.index("--batch-size") + 1] == "1000000"
+    assert argv[argv.index("--name") + 1] == "pp"
+    assert argv[argv.index("--out-dir") + 1] == str(tmp_path)
+    assert seen["command"].startswith("python bench/producer_peers.py --quick")
+
+
+def test_tiny_real_run(compare, kafka, tmp_path, capsys):
+    """One client, one workload, one round: the child runs, every record lands (counted
+    with confluent-kafka's watermarks before the topic is deleted), the files are written."""
+    rc = compare.main(["--bootstrap-servers", kafka.bootstrap_servers, "--clients", "pyprod",
+                       "--workloads", "100B-keyed", "--records", "3000", "--rounds", "1",
+                       "--latency-seconds", "0.1", "--broker-warmup", "0", "--spark", "",
+                       "--out-dir", str(tmp_path)])
+    assert rc == 0
+    data = json.loads((tmp_path / "compare.json").read_text())
+    (row,) = data["rows"]
+    assert row["client"] == "pyprod" and row["workload"] == "100B-keyed"
+    assert row["records"] == 3000 and row["records_per_s"] > 0 and row["p99_ms"] > 0
+    assert row["peak_rss_mb"] > 0 and row["cpu_s_per_m"] > 0
+    assert [r["rate"] for r in data["runs"]] == [None, 50_000]
+    assert data["runs"][1]["records"] == 5000 and data["runs"][1]["samples"] == 5000
+    assert (tmp_path / "compare.png").exists() and (tmp_path / "compare.md").exists()
+    assert "| 100B-keyed | pyprod | 3,000 |" in capsys.readouterr().out
