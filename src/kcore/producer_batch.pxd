@@ -19,7 +19,10 @@ cdef class ProducerBatch:
     cdef public int32_t base_sequence
     cdef public object sequence_epoch
     cdef public bint closed
-    cdef public bint appending
+    cdef public bint appending         # a writer fills it (maybe without the GIL): hands off
+    cdef public list segments          # send_batch calls' records in it: (future, ordinal,
+                                       # rank, count); told on completion
+    cdef bint release_deferred         # completed while appending: free at end_append
     cdef public object drained_ms
     cdef BufferPool pool
     cdef uint8_t* mem
@@ -28,6 +31,8 @@ cdef class ProducerBatch:
     # Put the builder on pool memory (owned by the batch until release_memory).
     cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept
     cdef void release_memory(self) noexcept
+    # The writer that set ``appending`` is done (frees the memory if it completed meanwhile).
+    cdef void end_append(self) noexcept
     # One record (klen/vlen < 0: null; headers pre-encoded); None if it does not fit.
     cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
                                        const uint8_t* value, Py_ssize_t vlen,

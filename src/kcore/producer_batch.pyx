@@ -7,7 +7,8 @@ from kcore.buffer_pool cimport BufferPool
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
 
-from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound, restamp
+from kcore.pure.producer_batch import (BATCH_HEADER, _SEGMENTS_LOCK, _TOLD, _tell_segments,
+                                       record_size_upper_bound, restamp)
 
 __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
 
@@ -39,9 +40,18 @@ cdef class ProducerBatch:
         self.builder.attach(mem, size)
 
     cdef void release_memory(self) noexcept:
+        if self.appending:  # a writer is copying into it: it frees the memory when done
+            self.release_deferred = True
+            return
         if self.mem != NULL:
             self.pool.release_raw(self.mem, self.mem_size)
             self.mem = NULL
+
+    cdef void end_append(self) noexcept:
+        self.appending = False
+        if self.release_deferred:
+            self.release_deferred = False
+            self.release_memory()
 
     cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
                                        const uint8_t* value, Py_ssize_t vlen,
@@ -49,13 +59,13 @@ cdef class ProducerBatch:
                                        int64_t key_size, int64_t value_size,
                                        int64_t header_size, Py_ssize_t size):
         cdef int rc
-        if self.closed:
+        if self.closed or self.appending:
             return None
         if size > (1 << 16):  # big copies run without the GIL; drain() skips the batch
             self.appending = True
             with nogil:
                 rc = self.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
-            self.appending = False
+            self.end_append()
         else:
             rc = self.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
         if rc != RBB_APPENDED:
@@ -70,7 +80,8 @@ cdef class ProducerBatch:
 
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""
-        if self.closed or not self.builder.append(timestamp_ms, key, value, headers or ()):
+        if self.closed or self.appending or \
+                not self.builder.append(timestamp_ms, key, value, headers or ()):
             return None
         future = FutureRecordMetadata(
             self.result, self.record_count, timestamp_ms,
@@ -111,7 +122,20 @@ cdef class ProducerBatch:
         return self.base_sequence >= 0
 
     def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
+        if self.segments is not None:  # before the result: flush() must see them done
+            _tell_segments(self, error, record_errors)
         self.result.done(base_offset, log_append_time, error, record_errors)
+
+    def add_segment(self, future, int32_t ordinal, int64_t rank, int64_t count):
+        """Records ordinal.. of this batch are the rank.. records of a send_batch call for this
+        partition; False (nothing added) if the batch already completed."""
+        with _SEGMENTS_LOCK:
+            if self.segments is _TOLD or self.result.is_done:
+                return False
+            if self.segments is None:
+                self.segments = []
+            self.segments.append((future, ordinal, rank, count))
+            return True
 
     def __repr__(self):
         return "ProducerBatch(%s, records=%d, attempts=%d)" % (

@@ -46,14 +46,6 @@ cdef inline int64_t _now_ms():
 
 cdef class TopicInfo:
     """One topic: partitions (as of a metadata version), their deques, the sticky partition."""
-    cdef public str topic
-    cdef public int64_t version
-    cdef public int num_partitions
-    cdef public list available
-    cdef public list tps
-    cdef public list deques
-    cdef public int sticky
-    cdef public int64_t produced
 
     def __init__(self, topic):
         self.topic = topic
@@ -72,19 +64,6 @@ cdef uint64_t _xorshift(uint64_t* state) noexcept nogil:
 
 
 cdef class RecordAccumulator:
-    cdef public Py_ssize_t batch_size
-    cdef public int64_t linger_ms, retry_backoff_ms, delivery_timeout_ms
-    cdef public object compression
-    cdef public BufferPool pool
-    cdef public object metadata, tm
-    cdef public set muted
-    cdef dict _topics, _deques
-    cdef set _incomplete
-    cdef int _flushes
-    cdef bint _closed
-    cdef Py_ssize_t _drain_index
-    cdef uint64_t _rng
-
     def __init__(self, config, metadata, transaction_manager=None, seed=None):
         self.batch_size = config["batch_size"]
         self.linger_ms = config["linger_ms"]
@@ -204,12 +183,17 @@ cdef class RecordAccumulator:
             if future is not None:
                 self.pool.release_raw(mem, need)
                 return future, len(dq) > 1 or batch.closed, False, False
-        batch = ProducerBatch(tp, self.batch_size, self.compression, _now_ms())
-        batch.attach(self.pool, mem, need)
+        batch = self._new_batch(dq, tp, mem, need)
         future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
+        return future, len(dq) > 1 or batch.closed, True, False
+
+    cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need):
+        cdef ProducerBatch batch = ProducerBatch(tp, self.batch_size, self.compression,
+                                                 _now_ms())
+        batch.attach(self.pool, mem, need)
         dq.append(batch)
         self._incomplete.add(batch)
-        return future, len(dq) > 1 or batch.closed, True, False
+        return batch
 
     # -- the Sender thread: as the twin, over a snapshot (callers may add topics meanwhile) --
     def ready(self, cluster, int64_t now):

@@ -48,10 +48,14 @@ def _serializer(obj):
 
 
 def _batch_record_ok(future, index, metadata):
-    future._record_done(index, metadata.partition)
+    partition = metadata.partition if hasattr(metadata, "partition") else \
+        next(iter(metadata.partition_counts))  # a one-record send_batch
+    future._record_done(index, partition)
 
 
 def _batch_record_failed(future, index, exc):
+    if hasattr(exc, "failures"):  # a one-record send_batch
+        exc = exc.failures[0][1]
     future._record_done(index, -1, exc)
 
 
@@ -116,38 +120,49 @@ class KafkaProducer:
         BatchMetadata(topic, record_count, partition_counts); on failure its exception is a
         BatchDeliveryError listing the failed record indices.
         """
-        # Step 1: a loop over the send path; the compiled bulk path replaces it.
+        path = self.__dict__.get("_batch_path")
+        if path is None:
+            path = self._batch_path = kcore.BatchSendPath(
+                self._send_path, self._accumulator,
+                dict(self.config, key_serializer=_serializer(self.config["key_serializer"]),
+                     value_serializer=_serializer(self.config["value_serializer"])),
+                self._wait_on_metadata, self._sender.wakeup)
+        if self.config["partitioner"] is not None:
+            return self._send_batch_each(path, topic, values, keys, headers, partitions,
+                                         timestamps)
+        return path.send(topic, values, keys, headers, partitions, timestamps)
+
+    def _send_batch_each(self, path, topic, values, keys, headers, partitions, timestamps):
+        """send_batch with a custom partitioner: one send() per record, one future."""
         from kcore.pure.batch_send import prepare_rows
         sp = self._send_path
         sp.check_usable()
         vals, keys, hdrs, parts, stamps = prepare_rows(
-            topic, values, keys, headers, partitions, timestamps,
-            _serializer(self.config["key_serializer"]),
-            _serializer(self.config["value_serializer"]))
+            topic, values, keys, headers, partitions, timestamps, path.key_serializer,
+            path.value_serializer)
         raw = self.__dict__.get("_raw_send_path")
-        if raw is None:
+        if raw is None:  # serialized already
             raw = self._raw_send_path = kcore.SendPath(
                 self._accumulator, dict(self.config, key_serializer=None, value_serializer=None),
                 self._wait_on_metadata, self._sender.wakeup, None, None, self._tm)
-        user = self.config["partitioner"]
-        custom = self._partition_with(user) if user is not None else None
-        if custom is not None or any(p is not None for p in parts):
-            top = max((p for p in parts if p is not None), default=None)
-            self._wait_on_metadata(topic, top, self._max_block_ms)
+        custom = self._partition_with(self.config["partitioner"])
         n = len(vals)
         future = kcore.BatchFuture(topic, n)
+        if n:
+            top = max((p for p in parts if p is not None), default=None)
+            self._wait_on_metadata(topic, top, self._max_block_ms)
         appended = 0
         for i in range(n):
-            if vals[i] is None and keys[i] is None:
-                raise ValueError("values[%d] and keys[%d] are both None" % (i, i))
-        for i in range(n):
             part = parts[i]
-            if part is None and custom is not None:
+            if part is None:
                 part = custom(topic, keys[i], keys[i], vals[i], vals[i])
             if sp.closed:
                 raise errors.IllegalStateError("KafkaProducer already closed!")
             try:
-                f = raw.send(topic, vals[i], keys[i], hdrs[i], part, stamps[i])
+                if vals[i] is None and keys[i] is None:  # send() wants one of them
+                    f = path.send(topic, [None], None, [hdrs[i]], [part], [stamps[i]])
+                else:
+                    f = raw.send(topic, vals[i], keys[i], hdrs[i], part, stamps[i])
             except errors.MessageSizeTooLargeError as e:
                 future._fail_now(i, e)
                 continue

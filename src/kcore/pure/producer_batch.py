@@ -1,5 +1,6 @@
 """ProducerBatch: the records bound for one partition, their builder and their shared result."""
 import struct
+import threading
 
 from kcore.pure.crc import crc32c
 from kcore.pure.future import FutureRecordMetadata, ProduceRequestResult
@@ -24,6 +25,25 @@ def restamp(payload, producer_id, producer_epoch, base_sequence):
     return bytes(out)
 
 
+_SEGMENTS_LOCK = threading.Lock()
+_TOLD = []  # a batch's segments once reported: no more may be added
+
+
+def _tell_segments(batch, error, record_errors):
+    """Report a completing batch's send_batch records to their calls' futures, once."""
+    with _SEGMENTS_LOCK:
+        segments, batch.segments = batch.segments, _TOLD
+    if segments is _TOLD or not segments:
+        return
+    partition = batch.topic_partition[1]
+    for future, ordinal, rank, count in segments:
+        errs = None
+        if error is None and record_errors:
+            errs = {rank + i - ordinal: e for i, e in record_errors.items()
+                    if ordinal <= i < ordinal + count} or None
+        future._range_done(partition, rank, count, error, errs)
+
+
 def record_size_upper_bound(key, value, headers):
     size = RECORD_OVERHEAD + (len(key) if key is not None else 0)
     size += len(value) if value is not None else 0
@@ -35,7 +55,7 @@ def record_size_upper_bound(key, value, headers):
 class ProducerBatch:
     __slots__ = ("topic_partition", "builder", "result", "created_ms", "last_attempt_ms",
                  "attempts", "record_count", "size", "memory", "payload", "base_sequence", "closed",
-                 "sequence_epoch", "drained_ms", "appending")
+                 "sequence_epoch", "drained_ms", "appending", "segments")
 
     def __init__(self, topic_partition, batch_size, compression, now_ms):
         self.topic_partition = topic_partition
@@ -51,11 +71,13 @@ class ProducerBatch:
         self.sequence_epoch = None  # (producer id, epoch) the sequence was given under
         self.closed = False
         self.drained_ms = None
-        self.appending = False  # an append is copying into it without the GIL
+        self.appending = False  # a writer (a large append, send_batch) is filling it
+        self.segments = None  # send_batch records in it: [(future, ordinal, rank, count)]
 
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""
-        if self.closed or not self.builder.append(timestamp_ms, key, value, headers or ()):
+        if self.closed or self.appending or \
+                not self.builder.append(timestamp_ms, key, value, headers or ()):
             return None
         future = FutureRecordMetadata(
             self.result, self.record_count, timestamp_ms,
@@ -89,7 +111,28 @@ class ProducerBatch:
     def has_sequence(self):
         return self.base_sequence >= 0
 
+    def append_records(self, timestamp_ms, key, value, headers, size):
+        """Append without a future (send_batch); False if it does not fit."""
+        if not self.builder.append(timestamp_ms, key, value, headers or ()):
+            return False
+        self.record_count += 1
+        self.size += size
+        return True
+
+    def add_segment(self, future, ordinal, rank, count):
+        """Records ordinal.. of this batch are the rank.. records of a send_batch call for this
+        partition; False (nothing added) if the batch already completed."""
+        with _SEGMENTS_LOCK:
+            if self.segments is _TOLD or self.result.is_done:
+                return False
+            if self.segments is None:
+                self.segments = []
+            self.segments.append((future, ordinal, rank, count))
+            return True
+
     def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
+        if self.segments is not None:  # before the result: flush() must see them done
+            _tell_segments(self, error, record_errors)
         self.result.done(base_offset, log_append_time, error, record_errors)
 
     def __repr__(self):

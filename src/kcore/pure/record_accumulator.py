@@ -146,15 +146,20 @@ class RecordAccumulator:
                                           size)
                 if future is not None:
                     return future, len(dq) > 1 or dq[-1].closed, False, False
-                batch = ProducerBatch(tp, self.batch_size, self.compression, now_ms())
-                batch.memory, memory = memory, None
+                batch, memory = self._new_batch(dq, tp, memory), None
                 future = batch.try_append(timestamp_ms, key, value, headers, header_size, size)
-                dq.append(batch)
-                self._incomplete.add(batch)
                 return future, len(dq) > 1 or batch.closed, True, False
         finally:
             if memory is not None:
                 self.pool.deallocate(memory)
+
+    def _new_batch(self, dq, tp, memory):
+        """A new batch accounting for memory (from the pool), last in dq (lock held)."""
+        batch = ProducerBatch(tp, self.batch_size, self.compression, now_ms())
+        batch.memory = memory
+        dq.append(batch)
+        self._incomplete.add(batch)
+        return batch
 
     @staticmethod
     def _try_append(dq, timestamp_ms, key, value, headers, header_size, size):
@@ -249,7 +254,8 @@ class RecordAccumulator:
         expired = []
         with self._lock:
             for dq in self._deques.values():
-                while dq and now - dq[0].created_ms >= self.delivery_timeout_ms:
+                while dq and now - dq[0].created_ms >= self.delivery_timeout_ms \
+                        and not dq[0].appending:
                     expired.append(dq.popleft())
         return expired
 

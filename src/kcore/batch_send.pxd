@@ -1,0 +1,32 @@
+# send_batch's column and batch-slot structs (see batch_send.pyx).
+from cpython.object cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+
+
+# One chunk of a binary column: Arrow buffers, or a pointer and a length (-1: null) a record.
+cdef struct BinChunk:
+    Py_ssize_t length
+    const uint8_t* valid         # validity bitmap, NULL if no nulls
+    Py_ssize_t voff              # its bit offset (the array's offset)
+    const int32_t* off32         # offsets from the array's offset (one of off32 / off64)
+    const int64_t* off64
+    const uint8_t* data
+    const uint8_t** ptrs         # or these two
+    const Py_ssize_t* lens
+
+
+# A column read in record order: chunk ci, its record pos.
+cdef struct BinCursor:
+    BinChunk* chunks
+    Py_ssize_t nchunks, ci, pos
+
+
+# The batch a call holds for one partition, and the call's records appended to it.
+cdef struct Slot:
+    PyObject* batch              # a ProducerBatch (a reference is held), NULL if none
+    PyObject* builder            # its RecordBatchBuilder
+    int32_t ordinal              # the batch's record count when held
+    int64_t rank                 # the call's records appended to this partition before
+    int64_t count                # the call's records appended to this batch
+    Py_ssize_t added             # their size estimate

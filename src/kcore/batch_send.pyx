@@ -1,0 +1,831 @@
+# cython: binding=False, wraparound=True
+"""Compiled twin of kcore/pure/batch_send.py (see it for the design).
+
+Arrow columns are read from their buffers (validity bitmap, int32/int64 offsets, data, from the
+array's offset, chunk after chunk); Python sequences become a pointer and a length per record.
+The walk over the records runs without the GIL: it partitions (explicit, murmur2, sticky) and
+appends straight into the batches the call holds (marked ``appending``: drain() and other
+senders leave them), and takes the GIL only to hold another batch, to switch the sticky
+partition and at the end. No Python object is made per record of an Arrow column.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcpy
+
+from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
+from kcore.murmur cimport partition_of
+from kcore.producer_batch cimport ProducerBatch, size_upper_bound
+from kcore.record_accumulator cimport RecordAccumulator, TopicInfo, _raise_pool
+from kcore.record_batch_builder cimport (RBB_APPENDED, RBB_FULL, RBB_HEADER_SIZE,
+                                         RecordBatchBuilder, encode_headers)
+from kcore.varint cimport write_varint
+
+from kcore.future import BatchFuture
+from kcore.pure.batch_send import (_arrow, _arrow_headers_type, _binary_rows, _check_len,
+                                   _header_rows, _int_rows, _sequence)
+from kcore.pure.record_accumulator import _not_in_metadata, _too_large
+from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+
+__all__ = ["BatchSendPath"]
+
+cdef extern from "clock_impl.h" nogil:
+    int64_t kc_wall_ms()
+
+cdef enum:
+    WALK_DONE = 0
+    WALK_NO_BATCH = 1     # no batch held for stop_part
+    WALK_FULL = 2         # the held batch of stop_part is full
+    WALK_NO_STICKY = 3    # no sticky partition chosen yet
+    WALK_SWITCH = 4       # the sticky partition is due to change (after the record)
+    WALK_ERROR = 5        # the builder refused a record (stop_rc)
+
+cdef dict _UNITS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}
+cdef uint8_t _empty[1]
+
+
+# ---- reading columns (nogil) ----
+
+cdef inline void _next(BinCursor* c, const uint8_t** p, Py_ssize_t* n) noexcept nogil:
+    """The cursor's record (p, n; n = -1: null), and the cursor past it."""
+    cdef BinChunk* ch = c.chunks + c.ci
+    cdef Py_ssize_t j
+    cdef int64_t s
+    while c.pos >= ch.length:  # past the end of a chunk (or an empty one)
+        c.ci += 1
+        c.pos = 0
+        ch += 1
+    j = c.pos
+    c.pos = j + 1
+    if ch.ptrs != NULL:
+        p[0] = ch.ptrs[j]
+        n[0] = ch.lens[j]
+        return
+    if ch.valid != NULL and not (ch.valid[(ch.voff + j) >> 3] >> ((ch.voff + j) & 7)) & 1:
+        p[0] = NULL
+        n[0] = -1
+        return
+    if ch.off32 != NULL:
+        s = ch.off32[j]
+        n[0] = <Py_ssize_t>(ch.off32[j + 1] - s)
+    else:
+        s = ch.off64[j]
+        n[0] = <Py_ssize_t>(ch.off64[j + 1] - s)
+    p[0] = ch.data + s
+
+
+cdef inline bint _bit(const uint8_t* bits, Py_ssize_t i) noexcept nogil:
+    return bits == NULL or (bits[i >> 3] >> (i & 7)) & 1
+
+
+cdef inline int64_t _offset(const int32_t* o32, const int64_t* o64, Py_ssize_t i) noexcept nogil:
+    return o32[i] if o32 != NULL else o64[i]
+
+
+cdef int _check_offsets(const int32_t* o32, const int64_t* o64, Py_ssize_t n,
+                        Py_ssize_t data_size) noexcept nogil:
+    """0 if offsets[0..n] rise from >= 0 to <= data_size, else -1."""
+    cdef Py_ssize_t j
+    cdef int64_t prev = _offset(o32, o64, 0), cur
+    if prev < 0:
+        return -1
+    for j in range(1, n + 1):
+        cur = _offset(o32, o64, j)
+        if cur < prev:
+            return -1
+        prev = cur
+    return 0 if prev <= data_size else -1
+
+
+# ---- Arrow buffers (GIL) ----
+
+cdef const uint8_t* _addr(object buf, Py_ssize_t need, str what) except? NULL:
+    """The address of a pyarrow Buffer holding at least need bytes (NULL if buf is None and
+    nothing is needed)."""
+    if buf is None:
+        if need > 0:
+            raise ValueError("%s: a buffer is missing" % what)
+        return NULL
+    if buf.size < need:
+        raise ValueError("%s: a buffer holds %d bytes, %d needed" % (what, buf.size, need))
+    if not buf.is_cpu:
+        raise ValueError("%s: only CPU memory can be read" % what)
+    return <const uint8_t*><uintptr_t>buf.address
+
+
+cdef object _chunks(object arr):
+    return arr.chunks if hasattr(arr, "chunks") else [arr]
+
+
+cdef int _arrow_binary(object pa, object chunk, BinChunk* out, str name) except -1:
+    """out = the Arrow buffers of one binary/string chunk (type already checked)."""
+    cdef Py_ssize_t n = len(chunk), off = chunk.offset, width
+    cdef const uint8_t* offs
+    t = chunk.type
+    width = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
+    bufs = chunk.buffers()
+    out.length = n
+    out.voff = off
+    out.valid = _addr(bufs[0], (off + n + 7) >> 3, name) if chunk.null_count else NULL
+    offs = _addr(bufs[1], (off + n + 1) * width if n else 0, name)
+    if n == 0:
+        return 0
+    if width == 4:
+        out.off32 = <const int32_t*>offs + off
+    else:
+        out.off64 = <const int64_t*>offs + off
+    data = bufs[2]
+    out.data = _addr(data, 0, name) if data is not None and data.size else _empty
+    if _check_offsets(out.off32, out.off64, n, data.size if data is not None else 0) < 0:
+        raise ValueError("%s: offsets outside the data buffer" % name)
+    return 0
+
+
+cdef bint _is_binary(object pa, object t):
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t))
+
+
+cdef int64_t* _int_column(object pa, object arr, Py_ssize_t n, str name, bint stamps,
+                          int64_t* top) except NULL:
+    """A pyarrow integer (or, for stamps, timestamp) column as n int64 (-1: null), checked
+    non-negative; top: the largest."""
+    cdef int64_t* out
+    cdef const int64_t* vals
+    cdef const uint8_t* valid
+    cdef Py_ssize_t j, k = 0, m, off
+    cdef int64_t v, mul = 1, div = 1, limit = INT32_MAX
+    t = arr.type
+    if stamps and pa.types.is_timestamp(t):
+        mul, div = _UNITS[t.unit]
+    elif not pa.types.is_integer(t):
+        raise TypeError("%s: a pyarrow array of type %s is not supported (an integer%s array)"
+                        % (name, t, " or timestamp" if stamps else ""))
+    if stamps:
+        limit = (1 << 62) // mul
+    try:
+        arr = arr.cast(pa.int64())
+    except (pa.ArrowInvalid, OverflowError) as e:
+        raise ValueError("%s: %s" % (name, e)) from None
+    out = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
+    if out == NULL:
+        raise MemoryError()
+    try:
+        for chunk in _chunks(arr):
+            m, off = len(chunk), chunk.offset
+            if m == 0:
+                continue
+            bufs = chunk.buffers()
+            valid = _addr(bufs[0], (off + m + 7) >> 3, name) if chunk.null_count else NULL
+            vals = <const int64_t*>_addr(bufs[1], (off + m) * 8, name) + off
+            for j in range(m):
+                if not _bit(valid, off + j):
+                    out[k] = -1
+                else:
+                    v = vals[j]
+                    if v < 0 or v > limit:
+                        raise ValueError("%s[%d] is out of range: %d" % (name, k, v))
+                    out[k] = v * mul // div
+                    if out[k] > top[0]:
+                        top[0] = out[k]
+                k += 1
+    except BaseException:
+        free(out)
+        raise
+    return out
+
+
+cdef inline uint8_t* _grow(uint8_t** buf, Py_ssize_t* cap, Py_ssize_t need) except NULL:
+    cdef Py_ssize_t size
+    cdef uint8_t* p
+    if need > cap[0]:
+        size = max(need, cap[0] * 2, 256)
+        p = <uint8_t*>realloc(buf[0], size)
+        if p == NULL:
+            raise MemoryError()
+        buf[0], cap[0] = p, size
+    return buf[0]
+
+
+cdef inline Py_ssize_t _put(uint8_t* p, const uint8_t* src, int64_t n) noexcept nogil:
+    """A header field (varint length, bytes) at p; its size."""
+    cdef Py_ssize_t w = write_varint(p, n)
+    if n > 0:
+        memcpy(p + w, src, <size_t>n)
+        w += n
+    return w
+
+
+# ---- the walk ----
+
+cdef class _Placement:
+    """The partition of each record of a call (-1: not appended, -2: refused), kept for the
+    future: failed (partition, rank) ranges back to record indices, in one pass."""
+    cdef int32_t* parts          # a record's partition; -1 not appended, -2 refused
+    cdef Py_ssize_t n
+
+    def __cinit__(self, Py_ssize_t n):
+        self.n = n
+        self.parts = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        if self.parts == NULL:
+            raise MemoryError()
+        for i in range(n):
+            self.parts[i] = -1
+
+    def __dealloc__(self):
+        free(self.parts)
+
+    def locate(self, ranges):
+        cdef dict by_part = {}
+        cdef dict seen = {}
+        cdef Py_ssize_t i, j
+        cdef int32_t part, top = -1
+        cdef int64_t* rank
+        cdef Py_ssize_t* at
+        cdef list lst, out = []
+        for r in ranges:
+            by_part.setdefault(r[0], []).append(r[1:])
+        for p, lst in by_part.items():
+            lst.sort(key=lambda r: r[0])
+            top = max(top, p)
+        rank = <int64_t*>calloc(top + 1, sizeof(int64_t))
+        at = <Py_ssize_t*>calloc(top + 1, sizeof(Py_ssize_t))
+        try:
+            if rank == NULL or at == NULL:
+                raise MemoryError()
+            for i in range(self.n):
+                part = self.parts[i]
+                if part < 0 or part > top:
+                    continue
+                rank[part] += 1
+                lst = by_part.get(part)
+                if lst is None:
+                    continue
+                j = at[part]
+                while j < len(lst) and lst[j][0] + lst[j][1] <= rank[part] - 1:
+                    j += 1
+                at[part] = j
+                if j < len(lst) and lst[j][0] <= rank[part] - 1:
+                    start, count, error, record_errors = lst[j]
+                    exc = error if error is not None else \
+                        (record_errors or {}).get(rank[part] - 1)
+                    if exc is not None:
+                        out.append((i, exc))
+        finally:
+            free(rank)
+            free(at)
+        return out
+
+
+cdef class _Call:
+    """One send_batch call: its columns, the batches it holds, its walk."""
+    cdef object path, future
+    cdef RecordAccumulator acc
+    cdef TopicInfo info
+    cdef _Placement placed
+    cdef list keep               # whatever the column pointers point into
+    cdef BinCursor values, keys
+    cdef bint has_keys
+    cdef BinChunk* chunk_mem[2]
+    # headers, encoded as the record format wants them
+    cdef int64_t* hoff
+    cdef uint8_t* hdata
+    cdef int32_t* hcount
+    cdef int64_t* hraw
+    cdef int64_t* stamps         # -1: now; NULL: all now
+    cdef int64_t now
+    cdef Slot* slots
+    cdef int nparts
+    cdef Py_ssize_t n, i, appended
+    cdef Py_ssize_t limit, batch_size
+    cdef bint rolled             # the sticky partition's batch filled since it was chosen
+    cdef int stop_part           # where the walk stopped, and the record's size estimate
+    cdef Py_ssize_t stop_size
+    cdef int stop_rc
+    cdef Py_ssize_t* too_large   # (index, size) pairs of records over the size limit
+    cdef Py_ssize_t ntoo_large, cap_too_large
+
+    def __cinit__(self):
+        self.keep = []
+
+    def __dealloc__(self):
+        free(self.chunk_mem[0])
+        free(self.chunk_mem[1])
+        free(self.hoff)
+        free(self.hdata)
+        free(self.hcount)
+        free(self.hraw)
+        free(self.stamps)
+        free(self.too_large)
+        if self.slots != NULL:
+            for i in range(self.nparts):
+                if self.slots[i].batch != NULL:
+                    Py_DECREF(<object>self.slots[i].batch)
+            free(self.slots)
+
+    # -- columns ----------------------------------------------------------------------------
+    cdef int _binary(self, int which, object obj, str name, object serializer, object topic,
+                     object hrows) except -1:
+        """Column `which` (0 values, 1 keys) from a pyarrow array or a Python sequence."""
+        cdef BinCursor* cur = &self.values if which == 0 else &self.keys
+        cdef BinChunk* chunks
+        cdef Py_ssize_t k, j, m
+        cdef const uint8_t** ptrs
+        cdef Py_ssize_t* lens
+        pa = _arrow(obj)
+        if pa is not None:
+            chunks_list = _chunks(obj)
+            for chunk in chunks_list:
+                if not _is_binary(pa, chunk.type):
+                    raise TypeError("%s: a pyarrow array of type %s is not supported (binary, "
+                                    "large_binary, string or large_string)" % (name, chunk.type))
+            m = len(chunks_list)
+            chunks = <BinChunk*>calloc(max(m, 1), sizeof(BinChunk))
+            if chunks == NULL:
+                raise MemoryError()
+            self.chunk_mem[which] = chunks
+            cur.chunks, cur.nchunks = chunks, m
+            self.keep.append(chunks_list)
+            for k, chunk in enumerate(chunks_list):
+                _arrow_binary(pa, chunk, &chunks[k], name)
+            return 0
+        rows = _binary_rows(obj, name, serializer, topic, hrows)
+        self.keep.append(rows)
+        m = len(rows)
+        chunks = <BinChunk*>calloc(1, sizeof(BinChunk) + max(m, 1) * (sizeof(uint8_t*) +
+                                                                   sizeof(Py_ssize_t)))
+        if chunks == NULL:
+            raise MemoryError()
+        self.chunk_mem[which] = chunks
+        ptrs = <const uint8_t**>(<char*>chunks + sizeof(BinChunk))
+        lens = <Py_ssize_t*>(<char*>ptrs + max(m, 1) * sizeof(uint8_t*))
+        for j in range(m):
+            item = rows[j]
+            if item is None:
+                ptrs[j], lens[j] = NULL, -1
+            else:
+                ptrs[j] = <const uint8_t*>PyBytes_AS_STRING(item)
+                lens[j] = PyBytes_GET_SIZE(item)
+        chunks.length, chunks.ptrs, chunks.lens = m, ptrs, lens
+        cur.chunks, cur.nchunks = chunks, 1
+        return 0
+
+    cdef int _alloc_headers(self, Py_ssize_t n) except -1:
+        self.hoff = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+        self.hcount = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
+        self.hraw = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
+        if self.hoff == NULL or self.hcount == NULL or self.hraw == NULL:
+            raise MemoryError()
+        self.hoff[0] = 0
+        return 0
+
+    cdef int _py_headers(self, list rows) except -1:
+        """Headers given as Python lists: encoded one record at a time."""
+        cdef Py_ssize_t n = len(rows), j, cap = 0, pos = 0, hl
+        cdef int32_t count
+        cdef int64_t raw
+        cdef bytes enc
+        self._alloc_headers(n)
+        for j in range(n):
+            entry = rows[j]
+            count, raw, hl = 0, 0, 0
+            if entry:
+                enc = encode_headers(entry, &count)
+                hl = PyBytes_GET_SIZE(enc)
+                _grow(&self.hdata, &cap, pos + hl)
+                memcpy(self.hdata + pos, PyBytes_AS_STRING(enc), hl)
+                for hk, hv in entry:
+                    raw += len((<str>hk).encode("utf-8")) + (len(hv) if hv is not None else 0)
+            pos += hl
+            self.hoff[j + 1] = pos
+            self.hcount[j], self.hraw[j] = count, raw
+        return 0
+
+    cdef int _arrow_headers(self, object pa, object arr, Py_ssize_t n) except -1:
+        """Headers as a pyarrow list<struct<key: string, value: binary>> column, encoded
+        from its buffers."""
+        cdef Py_ssize_t j, e, k = 0, cap = 0, pos = 0, m, off, koff, voff, lw, kw, vw
+        cdef const uint8_t* lvalid
+        cdef const uint8_t* vvalid
+        cdef const uint8_t* lo
+        cdef const uint8_t* ko
+        cdef const uint8_t* vo
+        cdef const uint8_t* kdata
+        cdef const uint8_t* vdata
+        cdef int64_t s, t, ks, ke, vs, ve, raw
+        cdef int32_t count
+        cdef uint8_t* p
+        self._alloc_headers(n)
+        for chunk in _chunks(arr):
+            m, off = len(chunk), chunk.offset
+            if m == 0:
+                continue
+            typ = chunk.type
+            lw = 8 if pa.types.is_large_list(typ) else 4
+            bufs = chunk.buffers()
+            lvalid = _addr(bufs[0], (off + m + 7) >> 3, "headers") if chunk.null_count else NULL
+            lo = _addr(bufs[1], (off + m + 1) * lw, "headers")
+            items = chunk.values
+            if items.null_count:
+                raise ValueError("headers: a header entry is null")
+            hkeys, hvals = items.field("key"), items.field("value")
+            if hkeys.null_count:
+                raise ValueError("headers: a header key is null")
+            kw = 8 if pa.types.is_large_string(hkeys.type) else 4
+            vw = 8 if pa.types.is_large_binary(hvals.type) or \
+                pa.types.is_large_string(hvals.type) else 4
+            koff, voff = hkeys.offset, hvals.offset
+            kb, vb = hkeys.buffers(), hvals.buffers()
+            ko = _addr(kb[1], (koff + len(hkeys) + 1) * kw if len(hkeys) else 0, "headers")
+            vo = _addr(vb[1], (voff + len(hvals) + 1) * vw if len(hvals) else 0, "headers")
+            kdata = _addr(kb[2], 0, "headers") if kb[2] is not None else NULL
+            vdata = _addr(vb[2], 0, "headers") if vb[2] is not None else NULL
+            vvalid = _addr(vb[0], (voff + len(hvals) + 7) >> 3, "headers") \
+                if hvals.null_count else NULL
+            if len(hkeys) and (_check_offsets(
+                    <const int32_t*>ko + koff if kw == 4 else NULL,
+                    <const int64_t*>ko + koff if kw == 8 else NULL, len(hkeys),
+                    kb[2].size if kb[2] is not None else 0) < 0 or _check_offsets(
+                    <const int32_t*>vo + voff if vw == 4 else NULL,
+                    <const int64_t*>vo + voff if vw == 8 else NULL, len(hvals),
+                    vb[2].size if vb[2] is not None else 0) < 0):
+                raise ValueError("headers: offsets outside the data buffer")
+            for j in range(m):
+                count, raw = 0, 0
+                if _bit(lvalid, off + j):
+                    s = (<const int32_t*>lo)[off + j] if lw == 4 else \
+                        (<const int64_t*>lo)[off + j]
+                    t = (<const int32_t*>lo)[off + j + 1] if lw == 4 else \
+                        (<const int64_t*>lo)[off + j + 1]
+                    if s < 0 or t < s or t > len(items):
+                        raise ValueError("headers: list offsets outside the header entries")
+                    for e in range(s, t):
+                        ks = (<const int32_t*>ko)[koff + e] if kw == 4 else \
+                            (<const int64_t*>ko)[koff + e]
+                        ke = (<const int32_t*>ko)[koff + e + 1] if kw == 4 else \
+                            (<const int64_t*>ko)[koff + e + 1]
+                        vs, ve = 0, -1
+                        if _bit(vvalid, voff + e):
+                            vs = (<const int32_t*>vo)[voff + e] if vw == 4 else \
+                                (<const int64_t*>vo)[voff + e]
+                            ve = (<const int32_t*>vo)[voff + e + 1] if vw == 4 else \
+                                (<const int64_t*>vo)[voff + e + 1]
+                        p = _grow(&self.hdata, &cap, pos + 20 + (ke - ks) + max(ve - vs, 0))
+                        pos += _put(p + pos, kdata + ks, ke - ks)
+                        if ve < 0:
+                            pos += write_varint(p + pos, -1)
+                        else:
+                            pos += _put(p + pos, vdata + vs, ve - vs)
+                        count += 1
+                        raw += (ke - ks) + max(ve - vs, 0)
+                self.hoff[k + 1] = pos
+                self.hcount[k], self.hraw[k] = count, raw
+                k += 1
+        return 0
+
+    cdef int _headers(self, object obj, Py_ssize_t n) except -1:
+        pa = _arrow(obj)
+        if pa is None:
+            return 0  # encoded after the values: see prepare
+        if not _arrow_headers_type(pa, obj.type):
+            raise TypeError("headers: a pyarrow array of type %s is not supported "
+                            "(list<struct<key: string, value: binary>>)" % (obj.type,))
+        return self._arrow_headers(pa, obj, n)
+
+    cdef int _stamps(self, object obj, Py_ssize_t n) except -1:
+        cdef Py_ssize_t j
+        cdef int64_t top = -1
+        pa = _arrow(obj)
+        if pa is not None:
+            self.stamps = _int_column(pa, obj, n, "timestamps", True, &top)
+            return 0
+        rows = _int_rows(obj, "timestamps", "timestamps")
+        self.stamps = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
+        if self.stamps == NULL:
+            raise MemoryError()
+        for j in range(n):
+            v = rows[j]
+            self.stamps[j] = -1 if v is None else v
+        return 0
+
+    cdef int64_t _partitions(self, object obj, Py_ssize_t n) except -2:
+        """Explicit partitions into the placement (-1: none); the largest, or -1."""
+        cdef Py_ssize_t j
+        cdef int64_t top = -1
+        cdef int64_t* col
+        pa = _arrow(obj)
+        if pa is not None:
+            col = _int_column(pa, obj, n, "partitions", False, &top)
+            for j in range(n):
+                self.placed.parts[j] = <int32_t>col[j]
+            free(col)
+            return top
+        rows = _int_rows(obj, "partitions", "partitions")
+        for j in range(n):
+            v = rows[j]
+            if v is not None:
+                if v > INT32_MAX:
+                    raise ValueError("partitions[%d] is out of range: %d" % (j, v))
+                self.placed.parts[j] = v
+                top = max(top, v)
+        return top
+
+    # -- the walk ---------------------------------------------------------------------------
+    cdef int _walk(self) noexcept nogil:
+        """Append records from self.i on until one needs the GIL; a WALK_* code."""
+        cdef const uint8_t* kp = NULL
+        cdef const uint8_t* vp
+        cdef const uint8_t* hp = NULL
+        cdef Py_ssize_t kl = -1, vl, hl = 0, size, vci, vpos, kci = 0, kpos = 0, i = self.i
+        cdef int32_t hc = 0
+        cdef int64_t hraw = 0, ts
+        cdef int part, rc
+        cdef bint sticky
+        cdef Slot* slot
+        cdef int32_t* parts = self.placed.parts
+        while i < self.n:
+            vci, vpos = self.values.ci, self.values.pos
+            _next(&self.values, &vp, &vl)
+            if self.has_keys:
+                kci, kpos = self.keys.ci, self.keys.pos
+                _next(&self.keys, &kp, &kl)
+            if self.hoff != NULL:
+                hp = self.hdata + self.hoff[i]
+                hl = <Py_ssize_t>(self.hoff[i + 1] - self.hoff[i])
+                hc, hraw = self.hcount[i], self.hraw[i]
+            size = size_upper_bound(kl, vl, hraw, hc)
+            if RBB_HEADER_SIZE + size > self.limit:
+                if self._refuse(i, size) < 0:
+                    self.stop_rc = -1
+                    self.i = i
+                    return WALK_ERROR
+                parts[i] = -2
+                i += 1
+                continue
+            part = parts[i]
+            sticky = False
+            if part < 0:
+                if kl >= 0:
+                    part = partition_of(kp, kl, self.nparts)
+                else:
+                    part = self.info.sticky
+                    sticky = True
+            slot = &self.slots[part] if part >= 0 else NULL
+            if slot == NULL or slot.batch == NULL:
+                self.values.ci, self.values.pos = vci, vpos
+                self.keys.ci, self.keys.pos = kci, kpos
+                self.i = i
+                self.stop_part, self.stop_size = part, size
+                return WALK_NO_STICKY if slot == NULL else WALK_NO_BATCH
+            ts = self.now
+            if self.stamps != NULL and self.stamps[i] >= 0:
+                ts = self.stamps[i]
+            rc = (<RecordBatchBuilder>slot.builder).append_raw(ts, kp, kl, vp, vl, hp, hl, hc)
+            if rc != RBB_APPENDED:
+                self.values.ci, self.values.pos = vci, vpos
+                self.keys.ci, self.keys.pos = kci, kpos
+                self.i = i
+                self.stop_part, self.stop_size, self.stop_rc = part, size, rc
+                return WALK_FULL if rc == RBB_FULL else WALK_ERROR
+            slot.count += 1
+            slot.added += size
+            parts[i] = part
+            i += 1
+            self.appended += 1
+            if sticky and part == self.info.sticky:
+                self.info.produced += size
+                if self.info.produced >= self.batch_size and self.rolled:
+                    self.i = i
+                    self.stop_part = part
+                    return WALK_SWITCH
+        self.i = i
+        return WALK_DONE
+
+    cdef int _refuse(self, Py_ssize_t i, Py_ssize_t size) noexcept nogil:
+        cdef Py_ssize_t* p
+        if self.ntoo_large == self.cap_too_large:
+            p = <Py_ssize_t*>realloc(self.too_large,
+                                     max(16, self.cap_too_large * 2) * 2 * sizeof(Py_ssize_t))
+            if p == NULL:
+                return -1
+            self.too_large = p
+            self.cap_too_large = max(16, self.cap_too_large * 2)
+        self.too_large[2 * self.ntoo_large] = i
+        self.too_large[2 * self.ntoo_large + 1] = size
+        self.ntoo_large += 1
+        return 0
+
+    cdef int run(self) except -1:
+        cdef int st, part
+        cdef TopicInfo info = self.info
+        try:
+            while True:
+                self.now = kc_wall_ms()
+                with nogil:
+                    st = self._walk()
+                if st == WALK_DONE:
+                    break
+                part = self.stop_part
+                if st == WALK_NO_STICKY:
+                    if info.sticky < 0:
+                        info.sticky = self.acc._next_partition(info)
+                elif st == WALK_NO_BATCH:
+                    self._take(part, self.stop_size)
+                elif st == WALK_FULL:
+                    self._roll(part)
+                    self._take(part, self.stop_size)
+                elif st == WALK_SWITCH:
+                    if info.sticky == part:
+                        info.sticky = self.acc._next_partition(info)
+                        info.produced = 0
+                        self.rolled = False
+                elif self.stop_rc == -1:
+                    raise MemoryError()
+                else:
+                    raise ValueError("record %d cannot be encoded (error %d)"
+                                     % (self.i, self.stop_rc))
+        except KafkaTimeoutError as e:
+            raise KafkaTimeoutError("send_batch: %s; %d of %d records were appended before "
+                                    "and will still be delivered"
+                                    % (e, self.appended, self.n)) from e
+        finally:
+            for part in range(self.nparts):
+                if self.slots[part].batch != NULL:
+                    self._release(part)
+            self.path.wakeup()
+        for j in range(self.ntoo_large):
+            self.future._fail_now(self.too_large[2 * j], _too_large(
+                RBB_HEADER_SIZE + self.too_large[2 * j + 1], self.path.max_request_size,
+                self.path.buffer_memory))
+        return 0
+
+    # -- batches (GIL) ----------------------------------------------------------------------
+    cdef ProducerBatch _holdable(self, object dq):
+        cdef ProducerBatch batch
+        if not dq:
+            return None
+        batch = dq[-1]
+        if batch.closed or batch.appending:
+            return None
+        return batch
+
+    cdef int _take(self, int part, Py_ssize_t size) except -1:
+        """Hold the partition's open last batch, or a new one."""
+        cdef RecordAccumulator acc = self.acc
+        cdef BufferPool pool = acc.pool
+        cdef ProducerBatch batch
+        cdef Py_ssize_t need
+        cdef uint8_t* mem = NULL
+        cdef double max_block_ms
+        cdef int rc, other
+        cdef Slot* slot
+        dq = self.info.deques[part]
+        batch = self._holdable(dq)
+        if batch is None:
+            need = max(acc.batch_size, RBB_HEADER_SIZE + size)
+            rc = pool._try_now(need, &mem)
+            if rc == BP_WOULD_BLOCK:  # let go of the other batches, then wait for memory
+                for other in range(self.nparts):
+                    if self.slots[other].batch != NULL:
+                        self._release(other)
+                max_block_ms = self.path.max_block_ms
+                with nogil:
+                    rc = pool.acquire_raw(need, max_block_ms, &mem)
+            if rc != BP_OK:
+                _raise_pool(rc, need, self.path.max_block_ms)
+            if acc._closed:
+                pool.release_raw(mem, need)
+                raise IllegalStateError("Producer closed while send in progress")
+            batch = self._holdable(dq)
+            if batch is not None:  # another thread made one while this one waited
+                pool.release_raw(mem, need)
+            else:
+                batch = acc._new_batch(dq, self.info.tps[part], mem, need)
+                self.path.wakeup()
+        batch.appending = True
+        Py_INCREF(batch)
+        slot = &self.slots[part]
+        slot.batch, slot.builder = <PyObject*>batch, <PyObject*>batch.builder
+        slot.ordinal, slot.count, slot.added = batch.record_count, 0, 0
+        return 0
+
+    cdef int _roll(self, int part) except -1:
+        (<ProducerBatch>self.slots[part].batch).closed = True
+        if part == self.info.sticky:
+            self.rolled = True
+        return self._release(part)
+
+    cdef int _release(self, int part) except -1:
+        """Let go of the held batch, noting the call's records in it."""
+        cdef Slot* slot = &self.slots[part]
+        cdef ProducerBatch batch = <ProducerBatch>slot.batch
+        cdef int64_t rank = slot.rank, count = slot.count
+        slot.batch = slot.builder = NULL
+        Py_DECREF(batch)  # `batch` holds its own reference
+        slot.rank += count
+        slot.count = 0
+        try:
+            if count:
+                batch.record_count += <int32_t>count
+                batch.size += slot.added
+                self.future._add_pending(count)
+                if not batch.add_segment(self.future, slot.ordinal, rank, count):
+                    self.future._range_done(part, rank, count, batch.result.error or KafkaError(
+                        "the batch was aborted while records were appended"))
+        finally:
+            batch.end_append()
+        return 0
+
+
+cdef class BatchSendPath:
+    """KafkaProducer.send_batch (without a custom partitioner: the producer loops over send()
+    for that). ``send_path`` is the producer's SendPath (closed and fork checks)."""
+    cdef public object send_path, accumulator, wait_on_metadata, wakeup
+    cdef public object key_serializer, value_serializer
+    cdef public double max_block_ms
+    cdef public int64_t max_request_size, buffer_memory
+
+    def __init__(self, send_path, accumulator, config, wait_on_metadata, wakeup):
+        self.send_path = send_path
+        self.accumulator = accumulator
+        self.wait_on_metadata = wait_on_metadata
+        self.wakeup = wakeup
+        self.key_serializer = config["key_serializer"]
+        self.value_serializer = config["value_serializer"]
+        self.max_block_ms = config["max_block_ms"]
+        self.max_request_size = config["max_request_size"]
+        self.buffer_memory = config["buffer_memory"]
+
+    def send(self, topic, values, keys=None, headers=None, partitions=None, timestamps=None):
+        """Append every record; the call's BatchFuture."""
+        cdef _Call call
+        cdef Py_ssize_t n
+        cdef int64_t top = -1
+        self.send_path.check_usable()
+        if type(topic) is not str or not topic:
+            raise TypeError("topic must be a non-empty str, got %r" % (topic,))
+        if _arrow(values) is None:
+            _sequence(values, "values")
+        n = len(values)
+        for obj, name in ((keys, "keys"), (headers, "headers"), (partitions, "partitions"),
+                          (timestamps, "timestamps")):
+            if obj is not None:
+                if _arrow(obj) is None:
+                    _sequence(obj, name)
+                _check_len(obj, name, n)
+        call = _Call()
+        call.path, call.acc, call.n = self, self.accumulator, n
+        call.placed = _Placement(n)
+        hrows = None
+        if headers is not None:
+            call._headers(headers, n)
+            if _arrow(headers) is None:
+                hrows = _header_rows(headers)
+                call._py_headers(hrows)
+        if hrows is None:
+            hrows = _NoHeaders()
+        call._binary(0, values, "values", self.value_serializer, topic, hrows)
+        if keys is not None:
+            call._binary(1, keys, "keys", self.key_serializer, topic, hrows)
+            call.has_keys = True
+        if partitions is not None:
+            top = call._partitions(partitions, n)
+        if timestamps is not None:
+            call._stamps(timestamps, n)
+        future = BatchFuture(topic, n, call.placed.locate)
+        call.future = future
+        if n:
+            call.info = self._topic(topic, top)
+            call.nparts = call.info.num_partitions
+            call.slots = <Slot*>calloc(call.nparts, sizeof(Slot))
+            if call.slots == NULL:
+                raise MemoryError()
+            call.limit = min(self.max_request_size, self.buffer_memory)
+            call.batch_size = call.acc.batch_size
+            call.run()
+        future._seal()
+        return future
+
+    def _topic(self, topic, int64_t top):
+        acc = self.accumulator
+        part = top if top >= 0 else None
+        info = acc.topic_info(topic)
+        if info is None or top >= info.num_partitions:
+            try:
+                self.wait_on_metadata(topic, part, self.max_block_ms)
+            except KafkaTimeoutError as e:
+                raise KafkaTimeoutError("send_batch: %s; no records were appended" % (e,)) \
+                    from e
+            info = acc.topic_info(topic)
+            if info is None or top >= info.num_partitions:
+                raise _not_in_metadata(topic, part)
+        return info
+
+
+class _NoHeaders:
+    """headers[i] is None for every i (what serializers get without headers)."""
+
+    def __getitem__(self, i):
+        return None

@@ -1,0 +1,45 @@
+# RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by batch_send.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+
+from kcore.buffer_pool cimport BufferPool
+from kcore.producer_batch cimport ProducerBatch
+
+
+cdef class TopicInfo:
+    cdef public str topic
+    cdef public int64_t version
+    cdef public int num_partitions
+    cdef public list available
+    cdef public list tps
+    cdef public list deques
+    cdef public int sticky
+    cdef public int64_t produced
+
+
+cdef class RecordAccumulator:
+    cdef public Py_ssize_t batch_size
+    cdef public int64_t linger_ms, retry_backoff_ms, delivery_timeout_ms
+    cdef public object compression
+    cdef public BufferPool pool
+    cdef public object metadata, tm
+    cdef public set muted
+    cdef dict _topics, _deques
+    cdef set _incomplete
+    cdef int _flushes
+    cdef bint _closed
+    cdef Py_ssize_t _drain_index
+    cdef uint64_t _rng
+
+    cdef TopicInfo _topic_info(self, str topic)
+    cdef int _next_partition(self, TopicInfo info)
+    cdef void _update_sticky(self, TopicInfo info, int partition, Py_ssize_t appended_bytes)
+    # A new batch on mem (need bytes from the pool, now owned by the batch), last in dq.
+    cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need)
+    cdef tuple _append(self, object dq, object tp, int64_t ts, object key, object value,
+                       bytes hbytes, int32_t hcount, int64_t header_size, Py_ssize_t size,
+                       double max_block_ms, bint abort_on_new_batch)
+    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now)
+
+
+# The error for a pool result other than BP_OK.
+cdef int _raise_pool(int rc, Py_ssize_t need, double max_block_ms) except -1
