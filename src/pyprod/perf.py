@@ -371,9 +371,13 @@ def main(argv=None) -> int:
     producer = None
     try:
         if args.embedded:
-            from pyprod.testing import KafkaCluster
+            from pyprod.testing.kafka_cluster import KafkaCluster, KafkaLibsUnavailable
             print("starting an embedded Kafka broker ...", file=sys.stderr, flush=True)
-            cluster = KafkaCluster(nodes=1).start()
+            try:
+                cluster = KafkaCluster(nodes=1).start()
+            except KafkaLibsUnavailable as e:
+                print(f"pyprod-perf: --embedded needs Java 17+ and Maven: {e}", file=sys.stderr)
+                return 1
             cluster.create_topic(args.topic, args.partitions or 6)
             config["bootstrap_servers"] = cluster.bootstrap_servers
         else:
