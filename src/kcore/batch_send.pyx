@@ -655,6 +655,7 @@ cdef class _Call:
                 if self.slots[part].batch != NULL:
                     self._release(part)
             self.path.wakeup()
+        self.future._add_pending(self.appended - self.n)  # see send()
         for j in range(self.ntoo_large):
             self.future._fail_now(self.too_large[2 * j], _too_large(
                 RBB_HEADER_SIZE + self.too_large[2 * j + 1], self.path.max_request_size,
@@ -730,8 +731,7 @@ cdef class _Call:
             if count:
                 batch.record_count += <int32_t>count
                 batch.size += slot.added
-                self.future._add_pending(count)
-                if not batch.add_segment(self.future, slot.ordinal, rank, count):
+                if not batch.add_segment_c(self.future, slot.ordinal, rank, count):
                     self.future._range_done(part, rank, count, batch.result.error or KafkaError(
                         "the batch was aborted while records were appended"))
         finally:
@@ -804,6 +804,7 @@ cdef class BatchSendPath:
                 raise MemoryError()
             call.limit = min(self.max_request_size, self.buffer_memory)
             call.batch_size = call.acc.batch_size
+            future._add_pending(n)  # all of them now; what was not appended off at the end
             call.run()
         future._seal()
         return future

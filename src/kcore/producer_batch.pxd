@@ -33,6 +33,8 @@ cdef class ProducerBatch:
     cdef void release_memory(self) noexcept
     # The writer that set ``appending`` is done (frees the memory if it completed meanwhile).
     cdef void end_append(self) noexcept
+    # Note records of a send_batch call (see add_segment); False if the batch completed.
+    cdef bint add_segment_c(self, object future, int32_t ordinal, int64_t rank, int64_t count)
     # One record (klen/vlen < 0: null; headers pre-encoded); None if it does not fit.
     cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
                                        const uint8_t* value, Py_ssize_t vlen,

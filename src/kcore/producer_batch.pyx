@@ -7,7 +7,7 @@ from kcore.buffer_pool cimport BufferPool
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
 
-from kcore.pure.producer_batch import (BATCH_HEADER, _SEGMENTS_LOCK, _TOLD, _tell_segments,
+from kcore.pure.producer_batch import (BATCH_HEADER, _TOLD, _report_segments,
                                        record_size_upper_bound, restamp)
 
 __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
@@ -122,20 +122,26 @@ cdef class ProducerBatch:
         return self.base_sequence >= 0
 
     def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
-        if self.segments is not None:  # before the result: flush() must see them done
-            _tell_segments(self, error, record_errors)
+        cdef list segments = self.segments
+        if segments is not None and segments is not _TOLD:  # before the result: flush()
+            self.segments = _TOLD                           # must see them done
+            _report_segments(self.topic_partition[1], segments, error, record_errors)
         self.result.done(base_offset, log_append_time, error, record_errors)
+
+    cdef bint add_segment_c(self, object future, int32_t ordinal, int64_t rank, int64_t count):
+        # No lock: the GIL is held from the check to the update (no Python code runs).
+        if self.segments is _TOLD or self.result.is_done:
+            return False
+        if self.segments is None:
+            self.segments = [(future, ordinal, rank, count)]
+        else:
+            self.segments.append((future, ordinal, rank, count))
+        return True
 
     def add_segment(self, future, int32_t ordinal, int64_t rank, int64_t count):
         """Records ordinal.. of this batch are the rank.. records of a send_batch call for this
         partition; False (nothing added) if the batch already completed."""
-        with _SEGMENTS_LOCK:
-            if self.segments is _TOLD or self.result.is_done:
-                return False
-            if self.segments is None:
-                self.segments = []
-            self.segments.append((future, ordinal, rank, count))
-            return True
+        return self.add_segment_c(future, ordinal, rank, count)
 
     def __repr__(self):
         return "ProducerBatch(%s, records=%d, attempts=%d)" % (

@@ -206,7 +206,10 @@ class BatchSendPath:
         future = BatchFuture(topic, n, placed.locate)
         if n:
             info = self._topic(topic, max((p for p in parts if p is not None), default=None))
-            _Call(self, info, future, placed).run(vals, keys, hdrs, parts, stamps)
+            future._add_pending(n)  # all of them now; what was not appended off at the end
+            call = _Call(self, info, future, placed)
+            call.run(vals, keys, hdrs, parts, stamps)
+            future._add_pending(call.appended - n)
         future._seal()
         return future
 
@@ -370,7 +373,6 @@ class _Call:
         ordinal, rank, count = self.seg.pop(part)
         if count:
             self.rank[part] += count
-            self.future._add_pending(count)
             if not batch.add_segment(self.future, ordinal, rank, count):  # aborted meanwhile
                 self.future._range_done(part, rank, count, batch.result.error or KafkaError(
                     "the batch was aborted while records were appended"))

@@ -33,9 +33,11 @@ def _tell_segments(batch, error, record_errors):
     """Report a completing batch's send_batch records to their calls' futures, once."""
     with _SEGMENTS_LOCK:
         segments, batch.segments = batch.segments, _TOLD
-    if segments is _TOLD or not segments:
-        return
-    partition = batch.topic_partition[1]
+    if segments is not _TOLD and segments:
+        _report_segments(batch.topic_partition[1], segments, error, record_errors)
+
+
+def _report_segments(partition, segments, error, record_errors):
     for future, ordinal, rank, count in segments:
         errs = None
         if error is None and record_errors:
