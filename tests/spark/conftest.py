@@ -55,9 +55,18 @@ def spark(tmp_path_factory):
     session.stop()
 
 
-@pytest.fixture
-def bootstrap(kafka):
-    return kafka.bootstrap_servers
+def activate(session):
+    """Make ``session`` the JVM's active session on the calling thread's JVM thread: py4j may
+    move a Python thread to a new JVM thread (it did when the broker fixture started), and
+    Spark looks Python data sources up in the active session only."""
+    session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+    return session
+
+
+@pytest.fixture(autouse=True)
+def _active_spark_session(request):
+    if "spark" in request.fixturenames:
+        activate(request.getfixturevalue("spark"))
 
 
 @pytest.fixture

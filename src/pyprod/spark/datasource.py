@@ -54,9 +54,9 @@ class _Report:
             log.info("pyprod.spark: committed %d records from %d tasks to %s%s",
                      records, tasks, self._settings.describe(), where)
         else:
-            log.warning("pyprod.spark: aborted%s; %d of %d tasks succeeded and their %d records "
-                        "stay in Kafka (a Kafka sink cannot roll back)",
-                        where, ok_tasks, tasks, records)
+            log.warning("pyprod.spark: aborted; %d of %d tasks reported success (%d records, "
+                        "which stay in Kafka: a Kafka sink cannot roll back) writing to %s%s",
+                        ok_tasks, tasks, records, self._settings.describe(), where)
         return self.last_commit
 
 
