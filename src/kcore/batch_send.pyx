@@ -155,8 +155,8 @@ cdef int64_t* _int_column(object pa, object arr, Py_ssize_t n, str name, bint st
     cdef int64_t* out
     cdef const int64_t* vals
     cdef const uint8_t* valid
-    cdef Py_ssize_t j, k = 0, m, off
-    cdef int64_t v, mul = 1, div = 1, limit = INT32_MAX
+    cdef Py_ssize_t k = 0, m, off, bad
+    cdef int64_t mul = 1, div = 1, limit = INT32_MAX
     t = arr.type
     if stamps and pa.types.is_timestamp(t):
         mul, div = _UNITS[t.unit]
@@ -180,31 +180,28 @@ cdef int64_t* _int_column(object pa, object arr, Py_ssize_t n, str name, bint st
             bufs = chunk.buffers()
             valid = _addr(bufs[0], (off + m + 7) >> 3, name) if chunk.null_count else NULL
             vals = <const int64_t*>_addr(bufs[1], (off + m) * 8, name) + off
-            for j in range(m):
-                if not _bit(valid, off + j):
-                    out[k] = -1
-                else:
-                    v = vals[j]
-                    if v < 0 or v > limit:
-                        raise ValueError("%s[%d] is out of range: %d" % (name, k, v))
-                    out[k] = v * mul // div
-                    if out[k] > top[0]:
-                        top[0] = out[k]
-                k += 1
+            with nogil:
+                bad = _scale(vals, valid, off, m, mul, div, limit, out + k, top)
+            if bad >= 0:
+                raise ValueError("%s[%d] is out of range: %d" % (name, k + bad, vals[bad]))
+            k += m
     except BaseException:
         free(out)
         raise
     return out
 
 
-cdef inline uint8_t* _grow(uint8_t** buf, Py_ssize_t* cap, Py_ssize_t need) except NULL:
+cdef inline uint8_t* _grow(uint8_t** buf, Py_ssize_t* cap, Py_ssize_t need) noexcept nogil:
+    """buf[0] with room for need bytes (realloc'd), or NULL if out of memory."""
     cdef Py_ssize_t size
     cdef uint8_t* p
     if need > cap[0]:
-        size = max(need, cap[0] * 2, 256)
+        size = need if need > cap[0] * 2 else cap[0] * 2
+        if size < 256:
+            size = 256
         p = <uint8_t*>realloc(buf[0], size)
         if p == NULL:
-            raise MemoryError()
+            return NULL
         buf[0], cap[0] = p, size
     return buf[0]
 
@@ -216,6 +213,82 @@ cdef inline Py_ssize_t _put(uint8_t* p, const uint8_t* src, int64_t n) noexcept 
         memcpy(p + w, src, <size_t>n)
         w += n
     return w
+
+
+cdef struct HeaderChunk:   # one chunk of list<struct<key: string, value: binary>>
+    Py_ssize_t m, off            # records, list array offset
+    Py_ssize_t nitems, koff, voff  # entries in the struct child; key and value child offsets
+    int lw, kw, vw               # offset widths (4 or 8) of the list, keys and values
+    const uint8_t* lvalid
+    const uint8_t* lo
+    const uint8_t* ko
+    const uint8_t* vo
+    const uint8_t* kdata
+    const uint8_t* vdata
+    const uint8_t* vvalid
+
+
+cdef inline int64_t _at(const uint8_t* offsets, int width, Py_ssize_t i) noexcept nogil:
+    return (<const int32_t*>offsets)[i] if width == 4 else (<const int64_t*>offsets)[i]
+
+
+cdef int _encode_header_chunk(const HeaderChunk* h, uint8_t** buf, Py_ssize_t* cap,
+                              Py_ssize_t* pos_io, int64_t* hoff, int32_t* hcount,
+                              int64_t* hraw) noexcept nogil:
+    """Encode each record's headers at buf[0] + pos (grown as needed); hoff/hcount/hraw
+    from record 0 of this chunk. 0, -1 for list offsets outside the entries, -2 no memory."""
+    cdef Py_ssize_t j, e, pos = pos_io[0]
+    cdef int64_t s, t, ks, ke, vs, ve, raw
+    cdef int32_t count
+    cdef uint8_t* p
+    for j in range(h.m):
+        count, raw = 0, 0
+        if _bit(h.lvalid, h.off + j):
+            s = _at(h.lo, h.lw, h.off + j)
+            t = _at(h.lo, h.lw, h.off + j + 1)
+            if s < 0 or t < s or t > h.nitems:
+                return -1
+            for e in range(s, t):
+                ks = _at(h.ko, h.kw, h.koff + e)
+                ke = _at(h.ko, h.kw, h.koff + e + 1)
+                vs, ve = 0, -1
+                if _bit(h.vvalid, h.voff + e):
+                    vs = _at(h.vo, h.vw, h.voff + e)
+                    ve = _at(h.vo, h.vw, h.voff + e + 1)
+                p = _grow(buf, cap, pos + 20 + (ke - ks) + (ve - vs if ve > vs else 0))
+                if p == NULL:
+                    return -2
+                pos += _put(p + pos, h.kdata + ks, ke - ks)
+                if ve < 0:
+                    pos += write_varint(p + pos, -1)
+                else:
+                    pos += _put(p + pos, h.vdata + vs, ve - vs)
+                count += 1
+                raw += (ke - ks) + (ve - vs if ve > vs else 0)
+        hoff[j + 1] = pos
+        hcount[j], hraw[j] = count, raw
+    pos_io[0] = pos
+    return 0
+
+
+cdef Py_ssize_t _scale(const int64_t* vals, const uint8_t* valid, Py_ssize_t off, Py_ssize_t m,
+                       int64_t mul, int64_t div, int64_t limit, int64_t* out,
+                       int64_t* top) noexcept nogil:
+    """out[j] = vals[j] * mul // div (-1 if null); the index of a value outside 0..limit, or
+    -1 if none."""
+    cdef Py_ssize_t j
+    cdef int64_t v
+    for j in range(m):
+        if not _bit(valid, off + j):
+            out[j] = -1
+            continue
+        v = vals[j]
+        if v < 0 or v > limit:
+            return j
+        out[j] = v * mul // div
+        if out[j] > top[0]:
+            top[0] = out[j]
+    return -1
 
 
 # ---- the walk ----
@@ -394,7 +467,8 @@ cdef class _Call:
             if entry:
                 enc = encode_headers(entry, &count)
                 hl = PyBytes_GET_SIZE(enc)
-                _grow(&self.hdata, &cap, pos + hl)
+                if _grow(&self.hdata, &cap, pos + hl) == NULL:
+                    raise MemoryError()
                 memcpy(self.hdata + pos, PyBytes_AS_STRING(enc), hl)
                 for hk, hv in entry:
                     raw += len((<str>hk).encode("utf-8")) + (len(hv) if hv is not None else 0)
@@ -406,83 +480,53 @@ cdef class _Call:
     cdef int _arrow_headers(self, object pa, object arr, Py_ssize_t n) except -1:
         """Headers as a pyarrow list<struct<key: string, value: binary>> column, encoded
         from its buffers."""
-        cdef Py_ssize_t j, e, k = 0, cap = 0, pos = 0, m, off, koff, voff, lw, kw, vw
-        cdef const uint8_t* lvalid
-        cdef const uint8_t* vvalid
-        cdef const uint8_t* lo
-        cdef const uint8_t* ko
-        cdef const uint8_t* vo
-        cdef const uint8_t* kdata
-        cdef const uint8_t* vdata
-        cdef int64_t s, t, ks, ke, vs, ve, raw
-        cdef int32_t count
-        cdef uint8_t* p
+        cdef HeaderChunk h
+        cdef Py_ssize_t k = 0, cap = 0, pos = 0, nitems
+        cdef int rc
         self._alloc_headers(n)
         for chunk in _chunks(arr):
-            m, off = len(chunk), chunk.offset
-            if m == 0:
+            h.m, h.off = len(chunk), chunk.offset
+            if h.m == 0:
                 continue
-            typ = chunk.type
-            lw = 8 if pa.types.is_large_list(typ) else 4
+            h.lw = 8 if pa.types.is_large_list(chunk.type) else 4
             bufs = chunk.buffers()
-            lvalid = _addr(bufs[0], (off + m + 7) >> 3, "headers") if chunk.null_count else NULL
-            lo = _addr(bufs[1], (off + m + 1) * lw, "headers")
+            h.lvalid = _addr(bufs[0], (h.off + h.m + 7) >> 3, "headers") \
+                if chunk.null_count else NULL
+            h.lo = _addr(bufs[1], (h.off + h.m + 1) * h.lw, "headers")
             items = chunk.values
+            h.nitems = nitems = len(items)
             if items.null_count:
                 raise ValueError("headers: a header entry is null")
             hkeys, hvals = items.field("key"), items.field("value")
             if hkeys.null_count:
                 raise ValueError("headers: a header key is null")
-            kw = 8 if pa.types.is_large_string(hkeys.type) else 4
-            vw = 8 if pa.types.is_large_binary(hvals.type) or \
+            h.kw = 8 if pa.types.is_large_string(hkeys.type) else 4
+            h.vw = 8 if pa.types.is_large_binary(hvals.type) or \
                 pa.types.is_large_string(hvals.type) else 4
-            koff, voff = hkeys.offset, hvals.offset
+            h.koff, h.voff = hkeys.offset, hvals.offset
             kb, vb = hkeys.buffers(), hvals.buffers()
-            ko = _addr(kb[1], (koff + len(hkeys) + 1) * kw if len(hkeys) else 0, "headers")
-            vo = _addr(vb[1], (voff + len(hvals) + 1) * vw if len(hvals) else 0, "headers")
-            kdata = _addr(kb[2], 0, "headers") if kb[2] is not None else NULL
-            vdata = _addr(vb[2], 0, "headers") if vb[2] is not None else NULL
-            vvalid = _addr(vb[0], (voff + len(hvals) + 7) >> 3, "headers") \
+            h.ko = _addr(kb[1], (h.koff + nitems + 1) * h.kw if nitems else 0, "headers")
+            h.vo = _addr(vb[1], (h.voff + nitems + 1) * h.vw if nitems else 0, "headers")
+            h.kdata = _addr(kb[2], 0, "headers") if kb[2] is not None else NULL
+            h.vdata = _addr(vb[2], 0, "headers") if vb[2] is not None else NULL
+            h.vvalid = _addr(vb[0], (h.voff + nitems + 7) >> 3, "headers") \
                 if hvals.null_count else NULL
-            if len(hkeys) and (_check_offsets(
-                    <const int32_t*>ko + koff if kw == 4 else NULL,
-                    <const int64_t*>ko + koff if kw == 8 else NULL, len(hkeys),
+            if nitems and (_check_offsets(
+                    <const int32_t*>h.ko + h.koff if h.kw == 4 else NULL,
+                    <const int64_t*>h.ko + h.koff if h.kw == 8 else NULL, nitems,
                     kb[2].size if kb[2] is not None else 0) < 0 or _check_offsets(
-                    <const int32_t*>vo + voff if vw == 4 else NULL,
-                    <const int64_t*>vo + voff if vw == 8 else NULL, len(hvals),
+                    <const int32_t*>h.vo + h.voff if h.vw == 4 else NULL,
+                    <const int64_t*>h.vo + h.voff if h.vw == 8 else NULL, nitems,
                     vb[2].size if vb[2] is not None else 0) < 0):
                 raise ValueError("headers: offsets outside the data buffer")
-            for j in range(m):
-                count, raw = 0, 0
-                if _bit(lvalid, off + j):
-                    s = (<const int32_t*>lo)[off + j] if lw == 4 else \
-                        (<const int64_t*>lo)[off + j]
-                    t = (<const int32_t*>lo)[off + j + 1] if lw == 4 else \
-                        (<const int64_t*>lo)[off + j + 1]
-                    if s < 0 or t < s or t > len(items):
-                        raise ValueError("headers: list offsets outside the header entries")
-                    for e in range(s, t):
-                        ks = (<const int32_t*>ko)[koff + e] if kw == 4 else \
-                            (<const int64_t*>ko)[koff + e]
-                        ke = (<const int32_t*>ko)[koff + e + 1] if kw == 4 else \
-                            (<const int64_t*>ko)[koff + e + 1]
-                        vs, ve = 0, -1
-                        if _bit(vvalid, voff + e):
-                            vs = (<const int32_t*>vo)[voff + e] if vw == 4 else \
-                                (<const int64_t*>vo)[voff + e]
-                            ve = (<const int32_t*>vo)[voff + e + 1] if vw == 4 else \
-                                (<const int64_t*>vo)[voff + e + 1]
-                        p = _grow(&self.hdata, &cap, pos + 20 + (ke - ks) + max(ve - vs, 0))
-                        pos += _put(p + pos, kdata + ks, ke - ks)
-                        if ve < 0:
-                            pos += write_varint(p + pos, -1)
-                        else:
-                            pos += _put(p + pos, vdata + vs, ve - vs)
-                        count += 1
-                        raw += (ke - ks) + max(ve - vs, 0)
-                self.hoff[k + 1] = pos
-                self.hcount[k], self.hraw[k] = count, raw
-                k += 1
+            with nogil:
+                rc = _encode_header_chunk(&h, &self.hdata, &cap, &pos, self.hoff + k,
+                                          self.hcount + k, self.hraw + k)
+            if rc == -2:
+                raise MemoryError()
+            if rc < 0:
+                raise ValueError("headers: list offsets outside the header entries")
+            k += h.m
         return 0
 
     cdef int _headers(self, object obj, Py_ssize_t n) except -1:

@@ -90,6 +90,14 @@ def _inputs(keys, values, headers, parts, stamps):
         headers=_arrow_headers([[("x", b"y")]] * 5 + headers).slice(5),
         partitions=pa.array([0] * 5 + parts, pa.int64()).slice(5),
         timestamps=pa.array([0] * 5 + stamps, pa.int64()).slice(5))
+    big = pa.large_list(pa.struct([("key", pa.large_string()), ("value", pa.large_binary())]))
+    yield "chunked large headers", dict(
+        values=pa.array(values, pa.binary()), keys=pa.array(keys, pa.binary()),
+        headers=pa.chunked_array([_arrow_headers(headers[:n // 2]).cast(big),
+                                  _arrow_headers(headers[n // 2:]).cast(big)]),
+        partitions=pa.chunked_array([pa.array(parts[:10], pa.int64()),
+                                     pa.array(parts[10:], pa.int64())]),
+        timestamps=_chunked(stamps, pa.int64(), n - 1))
     yield "mixed", dict(values=pa.array(values, pa.binary()), keys=keys,
                         headers=headers, partitions=parts, timestamps=pa.array(stamps))
 
