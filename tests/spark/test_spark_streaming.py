@@ -65,5 +65,5 @@ def test_stream_writer_classes():
     arrow = getattr(ds, "DataSourceStreamArrowWriter", None)
     base = arrow if arrow is not None else ds.DataSourceStreamWriter
     assert issubclass(datasource.PyprodStreamWriter, base)
-    assert issubclass(datasource.PyprodWriter, getattr(ds, "DataSourceArrowWriter",
-                                                        ds.DataSourceWriter))
+    batch_base = getattr(ds, "DataSourceArrowWriter", ds.DataSourceWriter)
+    assert issubclass(datasource.PyprodWriter, batch_base)
