@@ -11,6 +11,7 @@ import random
 import socket
 import sys
 
+from kcore import MAX_IOV, recv_into, send_buffers
 from pyprod import errors
 
 DISCONNECTED = "DISCONNECTED"
@@ -21,8 +22,7 @@ READY = "READY"
 MAX_DELAY_MS = sys.maxsize
 _NEVER = -(1 << 62)
 _RECV_CHUNK = 65536
-_MAX_IOV = 64
-_HAS_SENDMSG = hasattr(socket.socket, "sendmsg")
+_MAX_IOV = MAX_IOV
 
 
 class InFlightRequest:
@@ -233,18 +233,16 @@ class BrokerConnection:
                 iov.extend(views[:_MAX_IOV - len(iov)])
                 if len(iov) >= _MAX_IOV:
                     break
-            if not _HAS_SENDMSG:  # e.g. Windows: one buffer per call
-                del iov[1:]
-            offered = sum(len(v) for v in iov)
             try:
-                n = self.sock.sendmsg(iov) if _HAS_SENDMSG else self.sock.send(iov[0])
+                n = send_buffers(self.sock, iov)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as e:
                 raise errors.KafkaConnectionError(
                     "send to node %s failed: %s" % (self.node_id, e)) from None
-            if n:
-                self.last_activity_ms = now
+            if not n:
+                break
+            self.last_activity_ms = now
             written = n
             while out and written:
                 req, views = out[0]
@@ -269,8 +267,6 @@ class BrokerConnection:
                     self.in_flight.remove(req)
                     self.unanswered.append(req.correlation_id)
                     done.append(req)
-            if n < offered:
-                break  # socket buffer full
         return done
 
     # -- receiving --
@@ -288,7 +284,7 @@ class BrokerConnection:
         try:
             for _ in range(max_reads):
                 try:
-                    n = self.sock.recv_into(self._rbuf)
+                    n = recv_into(self.sock, self._rbuf)
                 except (BlockingIOError, InterruptedError):
                     break
                 except OSError as e:

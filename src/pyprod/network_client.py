@@ -11,6 +11,7 @@ import selectors
 import socket
 import struct
 
+from kcore import Selector
 from pyprod import errors
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.connection import (CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, MAX_DELAY_MS,
@@ -84,7 +85,7 @@ class NetworkClient:
         self._idle_ms = int(config.get("connections_max_idle_ms", 540000))
         self._reconnect_backoff_ms = int(config.get("reconnect_backoff_ms", 50))
         self._auto_create = bool(config.get("allow_auto_create_topics", True))
-        self._sel = selectors.DefaultSelector()
+        self._sel = Selector()
         self._wake_pending = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)

@@ -20,6 +20,8 @@ def produce_kafka_python(bootstrap, topic, n, *, acks=1, key_space=17, **cfg):
     """Send ``n`` records with keys, headers and explicit timestamps; return the Sent list."""
     from kafka import KafkaProducer
 
+    # One request in flight: a NOT_LEADER retry right after topic creation must not reorder.
+    cfg.setdefault("max_in_flight_requests_per_connection", 1)
     prod = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, linger_ms=5, **cfg)
     try:
         futures = []

@@ -1,0 +1,172 @@
+"""Compiled twin of kcore/pure/selector.py (see it for the design).
+
+Non-blocking socket calls on a ready socket take microseconds, so they run with the GIL held:
+releasing it would let a caller thread's send() loop keep it for a whole switch interval (5 ms)
+before the Sender got it back. Only a poll that has to wait releases the GIL.
+"""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdlib cimport free, realloc
+
+import os
+import selectors
+
+__all__ = ["Selector", "send_buffers", "recv_into", "MAX_IOV"]
+
+MAX_IOV = 64
+cdef int _MAX_IOV = 64
+_Key = selectors.SelectorKey
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+
+
+cdef int _fd(obj) except -1:
+    fd = obj if isinstance(obj, int) else obj.fileno()
+    if fd < 0:
+        raise ValueError("Invalid file descriptor: %d" % fd)
+    return fd
+
+
+cdef object _error(int err):
+    if err == KC_EAGAIN:
+        return BlockingIOError(err, os.strerror(err))
+    if err == KC_EINTR:
+        return InterruptedError(err, os.strerror(err))
+    return OSError(err, os.strerror(err))
+
+
+cdef class Selector:
+    """register / unregister / modify / select / close, as selectors.DefaultSelector."""
+
+    def __cinit__(self):
+        self._keys, self._order = {}, []
+        self._fds, self._nfds, self._cap = NULL, 0, 0
+        self._dirty, self._closed = True, False
+
+    def __dealloc__(self):
+        free(self._fds)
+
+    def register(self, fileobj, int events, data=None):
+        cdef int fd = _fd(fileobj)
+        if events <= 0 or events & ~(_READ | _WRITE):
+            raise ValueError("Invalid events: %r" % events)
+        if fd in self._keys:
+            raise KeyError("%r (FD %d) is already registered" % (fileobj, fd))
+        key = self._keys[fd] = _Key(fileobj, fd, events, data)
+        self._dirty = True
+        return key
+
+    def unregister(self, fileobj):
+        key = self._keys.pop(_fd(fileobj), None)
+        if key is None:
+            raise KeyError("%r is not registered" % (fileobj,))
+        self._dirty = True
+        return key
+
+    def modify(self, fileobj, int events, data=None):
+        cdef int fd = _fd(fileobj)
+        if fd not in self._keys:
+            raise KeyError("%r is not registered" % (fileobj,))
+        self._keys.pop(fd)
+        return self.register(fileobj, events, data)
+
+    def close(self):
+        self._keys.clear()
+        self._closed = True
+
+    cdef int _rebuild(self) except -1:
+        cdef Py_ssize_t i, n = len(self._keys)
+        cdef kc_pollfd* fds
+        if n > self._cap:
+            fds = <kc_pollfd*>realloc(self._fds, n * sizeof(kc_pollfd))
+            if fds == NULL:
+                raise MemoryError()
+            self._fds, self._cap = fds, n
+        self._order = list(self._keys.values())
+        for i in range(n):
+            key = self._order[i]
+            self._fds[i].fd = <kc_sock>key.fd
+            self._fds[i].events = (KC_POLLIN if key.events & _READ else 0) | \
+                (KC_POLLOUT if key.events & _WRITE else 0)
+        self._nfds, self._dirty = n, False
+        return 0
+
+    def select(self, timeout=None):
+        """[(key, events)] ready now, waiting up to timeout seconds (None: forever)."""
+        cdef int ms, rc, err
+        cdef Py_ssize_t i
+        cdef short rev
+        if self._closed:
+            raise RuntimeError("Selector is closed")
+        if timeout is None:
+            ms = -1
+        elif timeout <= 0:
+            ms = 0
+        else:
+            ms = <int>min(timeout * 1000.0 + 0.999, 2147483.0 * 1000)
+        if self._dirty:
+            self._rebuild()
+        for i in range(self._nfds):
+            self._fds[i].revents = 0
+        rc = kc_poll(self._fds, self._nfds, 0)  # what is ready now: no need to drop the GIL
+        if rc == 0 and ms != 0:
+            with nogil:
+                rc = kc_poll(self._fds, self._nfds, ms)
+        if rc < 0:
+            err = kc_sock_errno()
+            if err == KC_EINTR:
+                return []
+            raise _error(err)
+        ready = []
+        for i in range(self._nfds):
+            rev = self._fds[i].revents
+            if rev:
+                key = self._order[i]
+                mask = (_READ if rev & (KC_POLLIN | KC_POLLERR) else 0) | \
+                    (_WRITE if rev & (KC_POLLOUT | KC_POLLERR) else 0)
+                mask &= key.events
+                if mask:
+                    ready.append((key, mask))
+        return ready
+
+
+def send_buffers(sock, buffers):
+    """Write the bytes-like objects in order (at most MAX_IOV of them) on a non-blocking
+    socket; returns the number of bytes written. BlockingIOError if none could be."""
+    cdef Py_buffer views[64]
+    cdef const void* ptrs[64]
+    cdef size_t lens[64]
+    cdef int n = 0, i
+    cdef long long rc
+    cdef kc_sock fd = _fd(sock)
+    try:
+        for b in buffers:
+            if n == _MAX_IOV:
+                break
+            PyObject_GetBuffer(b, &views[n], PyBUF_SIMPLE)
+            ptrs[n], lens[n] = views[n].buf, <size_t>views[n].len
+            n += 1
+        rc = kc_send_iov(fd, ptrs, lens, n) if n else 0
+        if rc < 0:
+            raise _error(kc_sock_errno())
+        return rc
+    finally:
+        for i in range(n):
+            PyBuffer_Release(&views[i])
+
+
+def recv_into(sock, buffer):
+    """Read what is available into a writable buffer; returns the count (0 = EOF)."""
+    cdef Py_buffer view
+    cdef long long rc
+    cdef kc_sock fd = _fd(sock)
+    try:
+        PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
+    except BufferError:
+        raise TypeError("recv_into() needs a writable bytes-like object, not %s"
+                        % type(buffer).__name__) from None
+    try:
+        rc = kc_recv(fd, view.buf, <size_t>view.len)
+        if rc < 0:
+            raise _error(kc_sock_errno())
+        return rc
+    finally:
+        PyBuffer_Release(&view)

@@ -1,0 +1,117 @@
+"""kcore.selector: readiness and non-blocking socket I/O, on both implementations."""
+import selectors
+import socket
+import threading
+
+import pytest
+
+R, W = selectors.EVENT_READ, selectors.EVENT_WRITE
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_register_select_modify_unregister(k, pair):
+    a, b = pair
+    sel = k.Selector()
+    key = sel.register(a, R, "data")
+    assert (key.fileobj, key.fd, key.events, key.data) == (a, a.fileno(), R, "data")
+    assert sel.select(0) == []
+    b.send(b"x")
+    [(key, mask)] = sel.select(1)
+    assert (key.data, mask) == ("data", R)
+    sel.modify(a, R | W, "both")
+    [(key, mask)] = sel.select(0)
+    assert (key.data, mask) == ("both", R | W)
+    sel.unregister(a)
+    assert sel.select(0) == []
+    sel.close()
+
+
+def test_errors(k, pair):
+    a, _ = pair
+    sel = k.Selector()
+    sel.register(a, R)
+    with pytest.raises(KeyError):
+        sel.register(a, R)
+    with pytest.raises(KeyError):
+        sel.modify(socket.socket(), R)
+    with pytest.raises(ValueError):
+        sel.register(-1, R)
+    with pytest.raises(ValueError):
+        sel.register(socket.socket(), 0)
+    sel.unregister(a)
+    with pytest.raises(KeyError):
+        sel.unregister(a)
+
+
+def test_select_waits_until_ready(k, pair):
+    a, b = pair
+    sel = k.Selector()
+    sel.register(a, R)
+    timer = threading.Timer(0.05, b.send, (b"late",))
+    timer.start()
+    try:
+        events = sel.select(10)  # returns once the byte arrives, not after 10 s
+    finally:
+        timer.join()
+    assert [m for _, m in events] == [R]
+
+
+def test_hangup_is_readable(k, pair):
+    a, b = pair
+    sel = k.Selector()
+    sel.register(a, R)
+    b.close()
+    [(_, mask)] = sel.select(1)
+    assert mask == R
+    assert k.recv_into(a, bytearray(8)) == 0  # EOF
+
+
+def test_send_buffers_and_recv_into(k, pair):
+    a, b = pair
+    parts = [b"head", bytearray(b"-mid-"), memoryview(b"xxtailxx")[2:6]]
+    assert k.send_buffers(a, parts) == 13
+    buf = bytearray(64)
+    n = k.recv_into(b, buf)
+    assert bytes(buf[:n]) == b"head-mid-tail"
+    assert k.send_buffers(a, []) == 0
+
+
+def test_at_most_max_iov_buffers(k, pair):
+    a, b = pair
+    assert k.send_buffers(a, [b"x"] * (k.MAX_IOV + 10)) == k.MAX_IOV
+
+
+def test_would_block(k, pair):
+    a, b = pair
+    with pytest.raises(BlockingIOError):
+        k.recv_into(b, bytearray(8))
+    chunk = b"\0" * 65536
+    with pytest.raises(BlockingIOError):
+        for _ in range(10000):  # fill the socket buffer
+            k.send_buffers(a, [chunk])
+
+
+def test_broken_pipe_is_oserror(k, pair):
+    a, b = pair
+    b.close()
+    with pytest.raises(OSError) as e:
+        for _ in range(3):
+            k.send_buffers(a, [b"x" * 1000])
+    assert not isinstance(e.value, BlockingIOError)
+
+
+def test_bad_arguments(k, pair):
+    a, _ = pair
+    with pytest.raises(TypeError):
+        k.send_buffers(a, [42])
+    with pytest.raises(TypeError):
+        k.recv_into(a, b"read-only")
