@@ -48,6 +48,7 @@ def spark(tmp_path_factory):
                .config("spark.sql.streaming.schemaInference", "false")
                .config("spark.sql.pyspark.worker.logging.enabled", "true")
                .config("spark.python.worker.reuse", "true")
+               .config("spark.python.worker.faulthandler.enabled", "true")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     pyprod.spark.register(session)
