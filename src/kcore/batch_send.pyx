@@ -726,6 +726,7 @@ cdef class _Call:
         cdef double max_block_ms
         cdef int rc, other
         cdef Slot* slot
+        cdef bint new = False
         dq = self.info.deques[part]
         batch = self._holdable(dq)
         if batch is None:
@@ -748,12 +749,16 @@ cdef class _Call:
                 pool.release_raw(mem, need)
             else:
                 batch = acc._new_batch(dq, self.info.tps[part], mem, need)
-                self.path.wakeup()
+                new = True
+        # Held from here: no Python code ran since the checks above (the Sender thread could
+        # have drained the batch), and drain() leaves it from now on.
         batch.appending = True
         Py_INCREF(batch)
         slot = &self.slots[part]
         slot.batch, slot.builder = <PyObject*>batch, <PyObject*>batch.builder
         slot.ordinal, slot.count, slot.added = batch.record_count, 0, 0
+        if new:
+            self.path.wakeup()
         return 0
 
     cdef int _roll(self, int part) except -1:

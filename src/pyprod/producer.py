@@ -113,12 +113,21 @@ class KafkaProducer:
                    timestamps=None):
         """Publish many records in one call; returns ONE future for all of them.
 
-        values / keys: sequences of bytes, bytearray, memoryview, str (UTF-8) or None, or
-        pyarrow binary/string arrays (taken as raw bytes). headers: per record None or
-        [(str, bytes|None)], or a pyarrow list<struct<key: string, value: binary>> array.
-        partitions / timestamps (ms): per record int or None. The future's value is a
-        BatchMetadata(topic, record_count, partition_counts); on failure its exception is a
-        BatchDeliveryError listing the failed record indices.
+        values / keys: sequences of bytes, bytearray, memoryview, str (UTF-8) or None (null),
+        put through the configured serializers like send() (None stays null), or pyarrow
+        binary/large_binary/string/large_string arrays or chunked arrays, taken as raw bytes.
+        headers: per record None or [(str, bytes|None)], or a pyarrow
+        list<struct<key: string, value: binary>> array. partitions: per record int or None
+        (the partitioner decides). timestamps: per record ms or None (now), or a pyarrow int64
+        or timestamp array of any unit. Bad input raises TypeError / ValueError before any
+        record is appended; metadata and memory waits raise KafkaTimeoutError after
+        max_block_ms as send() does (the message says how many records were appended; those
+        are still delivered).
+
+        The future completes once every record has: its value is BatchMetadata(topic,
+        record_count, partition_counts); on failure its exception is a BatchDeliveryError
+        whose ``failures`` lists (record index, exception) in index order (a record over
+        max_request_size fails alone there, the others still go).
         """
         path = self.__dict__.get("_batch_path")
         if path is None:

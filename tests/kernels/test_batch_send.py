@@ -356,3 +356,42 @@ def test_aborted_batches_fail_the_call(k):
     fut = bp.send("t", [b"a"] * 10)
     acc.abort_incomplete(KafkaError("Producer is closed forcefully."))
     assert fut.failed() and fut.exception.failed_count == 10
+
+
+def test_a_batch_another_writer_holds_is_left_alone(k):
+    acc, sp, bp, _ = _paths(k)
+    sp.send("t", b"a", partition=0)
+    dq = acc.topic_info("t").deques[0]
+    held = dq[-1]
+    held.appending = True  # as send_batch marks the batches it fills
+    sp.send("t", b"b", partition=0)  # not into the held batch: a new one
+    assert len(dq) == 2 and dq[0] is held and held.record_count == 1
+    assert acc.expired_batches(1 << 62) == []  # the queue waits behind the held batch
+    acc.begin_flush()
+    assert acc.drain(FakeMetadata().cluster, {0}, 1 << 20, 10**12) == {0: []}
+    held.appending = False
+    assert len(_drain_all(acc)) == 2
+
+
+def test_a_sender_draining_at_every_wakeup_never_takes_a_held_batch(k):
+    """wakeup() may hand the GIL to the Sender thread, which drains what it can: here it
+    drains right inside each wakeup, so a batch not yet marked as held would be taken."""
+    cfg = config.build(batch_size=1024, linger_ms=0)
+    acc = k.RecordAccumulator(cfg, FakeMetadata(), seed=7)
+    drained = []
+
+    def wakeup():
+        for batches in acc.drain(FakeMetadata().cluster, {0}, 1 << 20, 10**12).values():
+            drained.extend(batches)
+
+    sp = k.SendPath(acc, cfg, lambda *a: None, wakeup)
+    bp = k.BatchSendPath(sp, acc, cfg, lambda *a: None, wakeup)
+    values = [b"%06d" % i for i in range(3000)]
+    fut = bp.send("t", pa.array(values), partitions=pa.array([i % 3 for i in range(3000)]))
+    drained.extend(_drain_all(acc))
+    got = _records(drained)
+    assert sorted(r[1] for rs in got.values() for r in rs) == values
+    for p, rs in got.items():
+        assert [r[1] for r in rs] == sorted(r[1] for r in rs)  # in order within a partition
+    _complete(acc, drained)
+    assert fut.get(0).partition_counts == {0: 1000, 1: 1000, 2: 1000}
