@@ -9,6 +9,7 @@ senders leave them), and takes the GIL only to hold another batch, to switch the
 partition and at the end. No Python object is made per record of an Arrow column.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uintptr_t
@@ -141,6 +142,28 @@ cdef int _arrow_binary(object pa, object chunk, BinChunk* out, str name) except 
     if _check_offsets(out.off32, out.off64, n, data.size if data is not None else 0) < 0:
         raise ValueError("%s: offsets outside the data buffer" % name)
     return 0
+
+
+cdef object _held_bytes(object obj, const uint8_t** ptrs, Py_ssize_t* lens, Py_ssize_t m):
+    """If obj is a list or tuple of m exact bytes / None: its items' pointers and lengths
+    (-1: None) and a list holding them (obj may change meanwhile); else None."""
+    cdef Py_ssize_t j
+    cdef list held
+    if (type(obj) is not list and type(obj) is not tuple) or len(obj) != m:
+        return None
+    held = PyList_New(m)
+    for j in range(m):
+        item = obj[j]
+        if item is None:
+            ptrs[j], lens[j] = NULL, -1
+        elif PyBytes_CheckExact(item):
+            ptrs[j] = <const uint8_t*>PyBytes_AS_STRING(item)
+            lens[j] = PyBytes_GET_SIZE(item)
+        else:
+            return None
+        Py_INCREF(item)
+        PyList_SET_ITEM(held, j, item)
+    return held
 
 
 cdef bint _is_binary(object pa, object t):
@@ -424,9 +447,7 @@ cdef class _Call:
             for k, chunk in enumerate(chunks_list):
                 _arrow_binary(pa, chunk, &chunks[k], name)
             return 0
-        rows = _binary_rows(obj, name, serializer, topic, hrows)
-        self.keep.append(rows)
-        m = len(rows)
+        m = len(obj)
         chunks = <BinChunk*>calloc(1, sizeof(BinChunk) + max(m, 1) * (sizeof(uint8_t*) +
                                                                    sizeof(Py_ssize_t)))
         if chunks == NULL:
@@ -434,13 +455,19 @@ cdef class _Call:
         self.chunk_mem[which] = chunks
         ptrs = <const uint8_t**>(<char*>chunks + sizeof(BinChunk))
         lens = <Py_ssize_t*>(<char*>ptrs + max(m, 1) * sizeof(uint8_t*))
-        for j in range(m):
-            item = rows[j]
-            if item is None:
-                ptrs[j], lens[j] = NULL, -1
-            else:
-                ptrs[j] = <const uint8_t*>PyBytes_AS_STRING(item)
-                lens[j] = PyBytes_GET_SIZE(item)
+        # Plain bytes and None in a list or tuple: pointed at in one pass, a copy of the
+        # sequence holding them; anything else goes through _binary_rows.
+        rows = _held_bytes(obj, ptrs, lens, m) if serializer is None else None
+        if rows is None:
+            rows = _binary_rows(obj, name, serializer, topic, hrows)
+            for j in range(m):
+                item = rows[j]
+                if item is None:
+                    ptrs[j], lens[j] = NULL, -1
+                else:
+                    ptrs[j] = <const uint8_t*>PyBytes_AS_STRING(item)
+                    lens[j] = PyBytes_GET_SIZE(item)
+        self.keep.append(rows)
         chunks.length, chunks.ptrs, chunks.lens = m, ptrs, lens
         cur.chunks, cur.nchunks = chunks, 1
         return 0
