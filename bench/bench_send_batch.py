@@ -3,11 +3,13 @@
 A RecordAccumulator with metadata for one 6-partition topic (leader known), 512 MB of buffer
 memory and the default 16 KiB batches. Between rounds (untimed) every batch is taken out and
 completed, so its memory goes back to the BufferPool and the next round writes into recycled
-slabs, as in a producer whose Sender keeps up (fresh memory would measure page faults). Rows: KafkaProducer.send_batch's path (kcore.BatchSendPath) on pyarrow arrays and
-on Python lists, against send() in a loop (kcore.SendPath.send, what KafkaProducer.send is) and
-kafka-python's RecordAccumulator.append in a loop (the last step of its send(), after its
-serializer and partitioner: its send() costs more). records/s (and value bytes/s) in
-extra_info; the ratios are printed at the end.
+slabs, as in a producer whose Sender keeps up (fresh memory would measure page faults).
+Rows: KafkaProducer.send_batch's path (kcore.BatchSendPath) on pyarrow arrays and on Python
+lists (distinct values, 16-byte keys), against send() in a loop (kcore.SendPath.send, which is
+KafkaProducer.send; a fifth of the records) and kafka-python's RecordAccumulator.append in a
+loop (the last step of its send(), after its serializer and partitioner, so its send() costs
+more; a fiftieth of the records). records/s (and value bytes/s) in extra_info; the ratios
+are printed at the end.
 
     python -m pytest bench/bench_send_batch.py --benchmark-enable
 """

@@ -304,7 +304,8 @@ class BatchFuture:
             from pyprod.errors import BatchDeliveryError
             self.exception = BatchDeliveryError(failures, ok)
         else:
-            self.value = BatchMetadata(self.topic, self.record_count, dict(sorted(self._ok.items())))
+            self.value = BatchMetadata(self.topic, self.record_count,
+                                       dict(sorted(self._ok.items())))
         with self._lock:
             self.is_done = True
             callbacks, self._callbacks = self._callbacks, None
