@@ -389,6 +389,9 @@ def meta_info(args, argv, connector, kafka_options, parts):
     import pyspark
     from compare import machine_info, versions
     v = versions(())
+    if os.environ.get("PYPROD_GIT_COMMIT"):  # a run from an exported (git archive) tree
+        v["pyprod"] = re.sub(r"\(git [^,]*,|\(,", f"(git {os.environ['PYPROD_GIT_COMMIT']},",
+                             v["pyprod"])
     v["pyspark"] = pyspark.__version__
     v["spark-sql-kafka-0-10"] = connector[CONNECTOR] + (
         "" if connector[CONNECTOR] == pyspark.__version__

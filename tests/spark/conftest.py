@@ -56,7 +56,7 @@ def spark(tmp_path_factory):
     session.stop()
 
 
-def activate(session):
+def _activate(session):
     """Make ``session`` the JVM's active session on the calling thread's JVM thread: py4j may
     move a Python thread to a new JVM thread (it did when the broker fixture started), and
     Spark looks Python data sources up in the active session only."""
@@ -64,10 +64,17 @@ def activate(session):
     return session
 
 
+@pytest.fixture
+def activate():
+    """activate(session): call it right before save()/start() (fixtures set up after the
+    session, like the broker, can move the test to a new JVM thread)."""
+    return _activate
+
+
 @pytest.fixture(autouse=True)
 def _active_spark_session(request):
     if "spark" in request.fixturenames:
-        activate(request.getfixturevalue("spark"))
+        _activate(request.getfixturevalue("spark"))
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import pytest
 from kafka.partitioner.default import murmur2  # kafka-python's Java-compatible murmur2
 from pyspark.sql import functions as F
 
-from conftest import activate
 from pyprod.testing import readback
 
 N = 1_000_000
@@ -17,17 +16,23 @@ def java_partition(key: bytes, n=PARTITIONS):
     return (murmur2(key) & 0x7FFFFFFF) % n
 
 
-def writer(df, bootstrap, topic=None, **kafka):
-    activate(df.sparkSession)
-    w = df.write.format("pyprod").mode("append").option("kafka.bootstrap.servers", bootstrap)
-    if topic is not None:
-        w = w.option("topic", topic)
-    for k, v in kafka.items():
-        w = w.option("kafka." + k.replace("_", "."), v)
-    return w
+@pytest.fixture
+def writer(activate):
+    """writer(df, bootstrap, topic=None, linger_ms=5, ...) -> a DataFrameWriter for pyprod."""
+    def make(df, bootstrap, topic=None, **kafka):
+        activate(df.sparkSession)
+        w = df.write.format("pyprod").mode("append").option("kafka.bootstrap.servers",
+                                                            bootstrap)
+        if topic is not None:
+            w = w.option("topic", topic)
+        for k, v in kafka.items():
+            w = w.option("kafka." + k.replace("_", "."), v)
+        return w
+    return make
 
 
-def test_million_rows_keys_values_headers_partitions(spark, kafka, topic, worker_logs):
+def test_million_rows_keys_values_headers_partitions(spark, kafka, topic, worker_logs,
+                                                     writer):
     """1M rows through two tasks: every row once, with its key, value and headers; rows with
     a partition in it, rows without (null) in murmur2(key) % 6 as Java's partitioner puts
     them; per partition, each task's rows in order."""
@@ -62,7 +67,7 @@ def test_million_rows_keys_values_headers_partitions(spark, kafka, topic, worker
     assert any("committed %d records from 2 tasks to %r" % (N, t) in m for m in worker_logs(t))
 
 
-def test_per_row_topics_timestamps_and_string_values(spark, kafka, topic):
+def test_per_row_topics_timestamps_and_string_values(spark, kafka, topic, writer):
     """A 'topic' column spreads rows over topics; timestamps (timestamp and long columns)
     arrive as given; one task, so the order is the DataFrame's."""
     t1, t2 = topic(3), topic(2)
@@ -90,7 +95,7 @@ def test_per_row_topics_timestamps_and_string_values(spark, kafka, topic):
         (str(i).encode(), 1_600_000_000_000 + i) for i in range(100)]
 
 
-def test_topic_option_overrides_the_column(spark, kafka, topic):
+def test_topic_option_overrides_the_column(spark, kafka, topic, writer):
     t, other = topic(1), topic(1)
     df = spark.range(10, numPartitions=1).select(
         F.lit(other).alias("topic"), F.col("id").cast("string").alias("value"))
@@ -114,7 +119,7 @@ def _fails(action, *needles):
     (["cast(id as string) as value", "id as key"], "column 'key' must be"),
 ])
 def test_bad_columns_fail_the_job_before_any_task(spark, kafka, topic, worker_logs, select,
-                                                  needle):
+                                                  needle, writer):
     t = topic(1)
     df = spark.range(100).selectExpr(*select)
     _fails(lambda: writer(df, kafka.bootstrap_servers, t).save(), needle)
@@ -122,7 +127,7 @@ def test_bad_columns_fail_the_job_before_any_task(spark, kafka, topic, worker_lo
     assert worker_logs(t) == []  # no commit, no abort: no job ran
 
 
-def test_missing_topic_column_and_null_topics(spark, kafka, topic):
+def test_missing_topic_column_and_null_topics(spark, kafka, topic, writer):
     df = spark.range(3).selectExpr("cast(id as string) as value")
     _fails(lambda: writer(df, kafka.bootstrap_servers).save(), "'topic' not found")
     df = spark.range(3).selectExpr("cast(id as string) as value", "cast(null as string) topic")
@@ -134,19 +139,19 @@ def test_missing_topic_column_and_null_topics(spark, kafka, topic):
     ("kafka.not.a.config", "1", "'kafka.not.a.config'"),
     ("failOnDataLoss", "false", "unsupported option 'failondataloss'"),
 ])
-def test_bad_options_fail_clearly(spark, kafka, topic, opt, value, needle):
+def test_bad_options_fail_clearly(spark, kafka, topic, opt, value, needle, writer):
     df = spark.range(3).selectExpr("cast(id as string) as value")
     _fails(lambda: writer(df, kafka.bootstrap_servers, topic(1)).option(opt, value).save(),
            needle)
 
 
-def test_overwrite_is_refused(spark, kafka, topic):
+def test_overwrite_is_refused(spark, kafka, topic, writer):
     df = spark.range(3).selectExpr("cast(id as string) as value")
     _fails(lambda: writer(df, kafka.bootstrap_servers, topic(1)).mode("overwrite").save(),
            "use mode('append')")
 
 
-def test_a_delivery_error_fails_the_task_and_the_job(spark, kafka, topic, worker_logs):
+def test_a_delivery_error_fails_the_task_and_the_job(spark, kafka, topic, worker_logs, writer):
     """A record larger than max.request.size: the task fails with send_batch's
     BatchDeliveryError, the job aborts, and abort() logs it."""
     t = topic(1)
@@ -162,7 +167,7 @@ def test_a_delivery_error_fails_the_task_and_the_job(spark, kafka, topic, worker
                for m in worker_logs(t))
 
 
-def test_row_writer(spark, kafka, topic):
+def test_row_writer(spark, kafka, topic, activate):
     """The Row writer (Sparks without DataSourceArrowWriter) writes the same records."""
     from pyspark import cloudpickle
     from pyspark.sql.datasource import DataSource
@@ -187,6 +192,7 @@ def test_row_writer(spark, kafka, topic):
         F.col("id").cast("string").alias("value"),
         F.array(F.struct(F.lit("h").alias("key"), F.lit(b"1").alias("value"))).alias("headers"),
         F.timestamp_millis(F.lit(1_700_000_000_000) + F.col("id")).alias("timestamp"))
+    activate(spark)
     df.write.format("pyprod_rows_test").mode("append") \
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", t).save()
     sent = [readback.Sent(str(i).encode(), str(i).encode(), [("h", b"1")],
@@ -196,8 +202,9 @@ def test_row_writer(spark, kafka, topic):
                                                        expected_count=n))
 
 
-def test_commit_message_counts(spark, kafka, topic, worker_logs):
+def test_commit_message_counts(spark, kafka, topic, worker_logs, activate):
     t = topic(1)
+    activate(spark)
     spark.range(0, 1234, numPartitions=3).selectExpr("cast(id as string) as value") \
         .write.format("pyprod").mode("append") \
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", t).save()

@@ -5,7 +5,6 @@ import time
 from kafka.partitioner.default import murmur2
 from pyspark.sql import functions as F
 
-from conftest import activate
 from pyprod.spark import datasource
 from pyprod.testing import readback
 
@@ -13,7 +12,7 @@ ROWS_PER_BATCH = 5000
 BATCHES = 3
 
 
-def test_rate_stream_every_committed_row_exactly_once(spark, kafka, topic, tmp_path):
+def test_rate_stream_every_committed_row_exactly_once(spark, kafka, topic, tmp_path, activate):
     t = topic(3)
     activate(spark)
     rows = (spark.readStream.format("rate-micro-batch")
