@@ -159,7 +159,11 @@ class KafkaProducer:
         future = kcore.BatchFuture(topic, n)
         if n:
             top = max((p for p in parts if p is not None), default=None)
-            self._wait_on_metadata(topic, top, self._max_block_ms)
+            try:
+                self._wait_on_metadata(topic, top, self._max_block_ms)
+            except errors.KafkaTimeoutError as e:
+                raise errors.KafkaTimeoutError(
+                    "send_batch: %s; no records were appended" % (e,)) from e
         appended = 0
         for i in range(n):
             part = parts[i]
