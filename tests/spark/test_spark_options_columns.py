@@ -117,3 +117,21 @@ def test_row_sends_convert_and_chunk():
     assert kw["values"] == [b"v0", b"v2"] and kw["keys"] == [b"k", b"k"]
     assert kw["headers"] == [[("h", b"x")]] * 2
     assert kw["timestamps"] == [int(ts.timestamp() * 1000)] * 2
+
+
+def test_grouped_batches_become_tables_with_the_rows_in_order():
+    from pyprod.spark.writer import grouped
+    batches = [pa.record_batch([pa.array([str(i) for i in range(k, k + 3)])], names=["value"])
+               for k in range(0, 30, 3)]
+    batches.insert(2, pa.record_batch([pa.array([], pa.string())], names=["value"]))
+    tables = list(grouped(iter(batches), rows=7))
+    assert [t.num_rows for t in tables] == [9, 9, 9, 3]
+    assert [v for t in tables for v in t.column(0).to_pylist()] == [str(i) for i in range(30)]
+    assert [t.num_rows for t in grouped(iter(batches), nbytes=1)] == [3] * 10
+    s = schema(value=StringType(), topic=StringType())
+    table = pa.Table.from_batches([
+        pa.record_batch([pa.array(["a", "b"]), pa.array(["x", "y"])], names=["value", "topic"]),
+        pa.record_batch([pa.array(["c"]), pa.array(["x"])], names=["value", "topic"])])
+    got = {t: kw["values"].to_pylist() for t, _, kw in columns.arrow_sends(table,
+                                                                           columns.resolve(s))}
+    assert got == {"x": ["a", "c"], "y": ["b"]}

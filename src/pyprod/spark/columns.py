@@ -89,7 +89,8 @@ def _null_topic():
 
 # -- Arrow record batches (DataSourceArrowWriter, mapInArrow) -------------------------------
 def arrow_sends(batch, cols: Columns, topic=None):
-    """(topic, record count, send_batch keyword arguments) for each topic in ``batch``."""
+    """(topic, record count, send_batch keyword arguments) for each topic in ``batch`` (a
+    RecordBatch or a Table)."""
     kwargs = {"values": batch.column(cols.value)}
     for name, i in (("keys", cols.key), ("partitions", cols.partition),
                     ("headers", cols.headers), ("timestamps", cols.timestamp)):
