@@ -212,3 +212,27 @@ def test_commit_message_counts(spark, kafka, topic, worker_logs, activate):
     per_partition = collections.Counter(
         r.partition for r in readback.read_all_kafka_python(kafka.bootstrap_servers, t))
     assert per_partition == {0: 1234}
+
+
+def test_commit_and_abort_report_totals(caplog):
+    """commit()/abort() as Spark calls them (in a Python worker): totals logged and kept."""
+    from pyprod.spark import datasource, writer as task_writer
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    settings = task_writer.settings_for(StructType([StructField("value", StringType())]), "t",
+                                        {"bootstrap_servers": "127.0.0.1:1"})
+    w = datasource.PyprodWriter(settings)
+    msgs = [datasource.PyprodCommitMessage(5), datasource.PyprodCommitMessage(7)]
+    with caplog.at_level("INFO", logger="pyprod.spark.commit"):
+        w.commit(msgs)
+        assert w.last_commit == {"status": "committed", "records": 12, "tasks": 2,
+                                 "succeeded_tasks": 2, "topic": "t", "batch_id": None}
+        w.abort([msgs[0], None])
+        assert w.last_commit["status"] == "aborted" and w.last_commit["records"] == 5
+        s = datasource.PyprodStreamWriter(settings)
+        s.commit(msgs, 4)
+        assert s.last_commit["batch_id"] == 4
+    text = caplog.text
+    assert "committed 12 records from 2 tasks to 't'" in text
+    assert "aborted; 1 of 2 tasks reported success (5 records" in text
+    assert "(micro-batch 4)" in text
