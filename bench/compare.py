@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import uuid
@@ -710,7 +711,9 @@ def chart(meta: dict, rows: list, path: str) -> None:
                     ax.bar(wi + (ci - (len(labels) - 1) / 2) * width, r[key], width,
                            color=colors(ci % 10), hatch=hatch, edgecolor="white")
         ax.set_xticks(range(len(workloads)))
-        ax.set_xticklabels(workloads)
+        ax.set_xlim(-0.5, len(workloads) - 0.5)
+        ax.set_xticklabels([textwrap.fill(w.replace("-", "- "), 12).replace("- ", "-")
+                            for w in workloads], fontsize=8)
         ax.set_ylabel(title, fontsize=9)
         ax.set_yscale("log")
         ax.grid(axis="y", alpha=0.3)
@@ -787,6 +790,8 @@ def build_parser():
     ap.add_argument("--no-chart", dest="chart", action="store_false")
     ap.add_argument("--spark", default=os.path.join(RESULTS, "spark_sink.json"),
                     help="spark_sink.json rows to merge ('' = none)")
+    ap.add_argument("--replot", action="store_true",
+                    help="no runs: rebuild NAME.md/.png from NAME.json (re-merging --spark)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     return ap
 
@@ -810,6 +815,24 @@ def plan(args, clients, workloads) -> tuple:
     return specs, skipped, n
 
 
+def replot(args) -> int:
+    """Tables and chart again from the runs of an earlier NAME.json."""
+    path = os.path.join(args.out_dir, args.name + ".json")
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        meta, runs = data["meta"], data["runs"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"cannot replot from {path}: {e!r}", file=sys.stderr)
+        return 1
+    rows = summarize(runs)
+    if args.spark:
+        rows = merge_spark(rows, meta, args.spark)
+    paths = write_results(meta, runs, rows, args.out_dir, args.name, args.chart)
+    print("wrote " + ", ".join(paths.values()), file=sys.stderr)
+    return 0
+
+
 def _rotate(seq, k):
     k %= max(1, len(seq))
     return seq[k:] + seq[:k]
@@ -820,6 +843,8 @@ def main(argv=None, command=None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         return child_main(json.loads(args.child))
+    if args.replot:
+        return replot(args)
     if args.rounds <= 0:
         ap.error("--rounds must be positive")
     for opt in ("records", "batch_size", "latency_seconds"):
@@ -861,8 +886,8 @@ def main(argv=None, command=None) -> int:
                         print(f"round {rnd + 1}/{args.rounds} {w:>20} {spec['client']:>15}: "
                               f"{what}", file=sys.stderr, flush=True)
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": command or "python bench/compare.py " + " ".join(
-                sys.argv[1:] if argv is None else argv),
+            "command": command or " ".join(["python bench/compare.py"] + list(
+                sys.argv[1:] if argv is None else argv)),
             "machine": machine_info(), "versions": versions(clients), "rounds": args.rounds,
             "records": n, "workloads": {w: DESCRIBE[w] for w in workloads},
             "latency_rate": LATENCY_RATE if args.latency else None, "skipped": skipped,

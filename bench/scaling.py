@@ -217,8 +217,8 @@ def main(argv=None) -> int:
                           f"records/s, {res['cpu_s'] / res['records'] * 1e6:.2f} CPU s/M",
                           file=sys.stderr, flush=True)
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": "python bench/scaling.py " + " ".join(
-                sys.argv[1:] if argv is None else argv),
+            "command": " ".join(["python bench/scaling.py"] + list(
+                sys.argv[1:] if argv is None else argv)),
             "machine": compare.machine_info(), "versions": compare.versions(clients),
             "clients": clients, "rounds": args.rounds, "records": records,
             "memory_records": mem_records, "load_average": os.getloadavg()}

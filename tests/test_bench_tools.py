@@ -121,6 +121,20 @@ def test_write_results_json_md_png(compare, tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_replot_rebuilds_md_and_png_from_json(compare, tmp_path):
+    runs = _runs()
+    compare.write_results(META, runs, compare.summarize(runs), str(tmp_path), "compare",
+                          with_chart=False)
+    spark = tmp_path / "spark_sink.json"
+    spark.write_text(json.dumps([{"client": "Spark format(kafka)", "workload": "spark",
+                                  "records": 10, "records_per_s": 1.0}, {"meta": {}}]))
+    assert compare.main(["--replot", "--out-dir", str(tmp_path), "--spark", str(spark)]) == 0
+    md = (tmp_path / "compare.md").read_text()
+    assert "Spark format(kafka) (measured separately, unknown date)" in md
+    assert (tmp_path / "compare.png").exists()
+    assert compare.main(["--replot", "--out-dir", str(tmp_path / "nowhere")]) == 1
+
+
 def test_plan_counts_shares_and_skips(compare):
     args = compare.build_parser().parse_args(["--quick"])
     specs, skipped, n = compare.plan(args, list(compare.CLIENTS), ["100B-keyed", "1KiB"])
