@@ -10,7 +10,7 @@ median records/s and MB/s (2**20 bytes of values), CPU s per million records (th
 getrusage over the timed window; Java: the whole JVM from wait4), peak RSS (the child's
 ru_maxrss) and the median p99 latency of the paced runs.
 
-    python bench/compare.py                       # everything, 3 rounds (takes ~30 min)
+    python bench/compare.py                       # everything, 3 rounds (~15 min on 2 cores)
     python bench/compare.py --quick               # smoke run: 100k records, 2 workloads
     python bench/compare.py --clients pyprod,confluent-kafka --workloads 100B,lz4 --rounds 5
 
