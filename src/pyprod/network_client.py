@@ -11,7 +11,7 @@ import selectors
 import socket
 import struct
 
-from kcore import Selector
+from kcore import Selector, recv_into, send_buffers
 from pyprod import errors
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.connection import (CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, MAX_DELAY_MS,
@@ -88,6 +88,7 @@ class NetworkClient:
         self._sel = Selector()
         self._wake_pending = False
         self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_buf = bytearray(1024)
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, _R, None)
@@ -390,7 +391,7 @@ class NetworkClient:
             return
         self._wake_pending = True
         try:
-            self._wake_w.send(b"x")
+            send_buffers(self._wake_w, (b"x",))
         except (BlockingIOError, InterruptedError):
             pass  # a wakeup is already pending
         except OSError:
@@ -423,8 +424,9 @@ class NetworkClient:
             self._run_callbacks()
 
     def _drain_wakeups(self):
+        buf = self._wake_buf
         try:
-            while self._wake_r.recv(1024):
+            while recv_into(self._wake_r, buf):  # keeps the GIL (kcore.selector)
                 pass
         except (BlockingIOError, InterruptedError):
             pass
