@@ -49,6 +49,21 @@ def _partial(f, args, kwargs):
     return functools.partial(f, *args, **kwargs) if args or kwargs else f
 
 
+class _Callbacks:
+    """kafka-python's add_callback / add_errback / add_both over a class's _add(cb, eb)."""
+    __slots__ = ()
+
+    def add_callback(self, f, *args, **kwargs):
+        return self._add(_partial(f, args, kwargs), None)
+
+    def add_errback(self, f, *args, **kwargs):
+        return self._add(None, _partial(f, args, kwargs))
+
+    def add_both(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        return self._add(f, f)
+
+
 class ProduceRequestResult:
     """The outcome of one batch: set once, by the Sender thread. The Event that get() waits on
     is made only if somebody waits before it is done."""
@@ -98,7 +113,7 @@ class ProduceRequestResult:
             return True
 
 
-class FutureRecordMetadata:
+class FutureRecordMetadata(_Callbacks):
     """The future send() returns: a view of one record inside its batch's result."""
     __slots__ = ("_result", "_index", "_timestamp", "_key_size", "_value_size", "_header_size",
                  "_value")
@@ -158,16 +173,6 @@ class FutureRecordMetadata:
             _notify(self, callback, errback)
         return self
 
-    def add_callback(self, f, *args, **kwargs):
-        return self._add(_partial(f, args, kwargs), None)
-
-    def add_errback(self, f, *args, **kwargs):
-        return self._add(None, _partial(f, args, kwargs))
-
-    def add_both(self, f, *args, **kwargs):
-        f = _partial(f, args, kwargs)
-        return self._add(f, f)
-
 
 class Future:
     """kafka-python's kafka.future.Future: a result known without a batch (an early error)."""
@@ -225,7 +230,7 @@ class Future:
         return self.value
 
 
-class BatchFuture:
+class BatchFuture(_Callbacks):
     """The one future of a send_batch call: done when every record of the call completed.
 
     Records are reported per batch (``_range_done``: the call's records ``rank .. rank+count``
@@ -351,16 +356,6 @@ class BatchFuture:
                 return self
         self._call(callback, errback)
         return self
-
-    def add_callback(self, f, *args, **kwargs):
-        return self._add(_partial(f, args, kwargs), None)
-
-    def add_errback(self, f, *args, **kwargs):
-        return self._add(None, _partial(f, args, kwargs))
-
-    def add_both(self, f, *args, **kwargs):
-        f = _partial(f, args, kwargs)
-        return self._add(f, f)
 
     def __repr__(self):
         return "<BatchFuture %s records=%d done=%s>" % (self.topic, self.record_count,
