@@ -720,12 +720,19 @@ def chart(meta: dict, rows: list, path: str) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors(i % 10)) for i in range(len(labels))]
     fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), fontsize=8,
                bbox_to_anchor=(0.5, 0.965))
+    save_chart(fig, meta, "Kafka producers on one broker", path, rect=(0, 0.04, 1, 0.94))
+
+
+def save_chart(fig, meta: dict, title: str, path: str, rect) -> None:
+    """Title with the date and machine, a footer with every version; save as PNG and close."""
+    import matplotlib.pyplot as plt
+
     m = meta["machine"]
-    fig.suptitle(f"Kafka producers on one broker, {meta['date'][:10]}: {m['cpu_model']}, "
-                 f"{m['cores']} cores", fontsize=10)
+    fig.suptitle(f"{title}, {meta['date'][:10]}: {m['cpu_model']}, {m['cores']} cores",
+                 fontsize=10)
     fig.text(0.01, 0.005, "; ".join(f"{k} {v}" for k, v in meta["versions"].items()),
              fontsize=6, wrap=True)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.94))
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

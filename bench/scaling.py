@@ -152,14 +152,7 @@ def chart(meta, memory, rows, path) -> None:
         ax.set_title(f"Throughput by {title}", fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-    m = meta["machine"]
-    fig.suptitle(f"pyprod memory and scaling, {meta['date'][:10]}: {m['cpu_model']}, "
-                 f"{m['cores']} cores", fontsize=10)
-    fig.text(0.01, 0.005, "; ".join(f"{k} {v}" for k, v in meta["versions"].items()),
-             fontsize=6, wrap=True)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    compare.save_chart(fig, meta, "pyprod memory and scaling", path, rect=(0, 0.03, 1, 0.97))
 
 
 def main(argv=None) -> int:
