@@ -7,6 +7,7 @@ before the Sender got it back. Only a poll that has to wait releases the GIL.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdlib cimport free, realloc
 
+import errno
 import os
 import selectors
 
@@ -22,6 +23,14 @@ cdef int _fd(obj) except -1:
     fd = obj if isinstance(obj, int) else obj.fileno()
     if fd < 0:
         raise ValueError("Invalid file descriptor: %d" % fd)
+    return fd
+
+
+cdef kc_sock _sock_fd(sock) except? -1:
+    """The socket's descriptor; OSError(EBADF) once it is closed, as socket methods raise."""
+    fd = sock.fileno()
+    if fd < 0:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
     return fd
 
 
@@ -136,7 +145,7 @@ def send_buffers(sock, buffers):
     cdef size_t lens[64]
     cdef int n = 0, i
     cdef long long rc
-    cdef kc_sock fd = _fd(sock)
+    cdef kc_sock fd = _sock_fd(sock)
     try:
         for b in buffers:
             if n == _MAX_IOV:
@@ -157,7 +166,7 @@ def recv_into(sock, buffer):
     """Read what is available into a writable buffer; returns the count (0 = EOF)."""
     cdef Py_buffer view
     cdef long long rc
-    cdef kc_sock fd = _fd(sock)
+    cdef kc_sock fd = _sock_fd(sock)
     try:
         PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
     except BufferError:

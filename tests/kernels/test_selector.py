@@ -115,3 +115,13 @@ def test_bad_arguments(k, pair):
         k.send_buffers(a, [42])
     with pytest.raises(TypeError):
         k.recv_into(a, b"read-only")
+
+
+def test_closed_socket_is_oserror(k):
+    a, b = socket.socketpair()
+    a.close()
+    b.close()
+    with pytest.raises(OSError):
+        k.send_buffers(a, [b"x"])
+    with pytest.raises(OSError):
+        k.recv_into(a, bytearray(8))
