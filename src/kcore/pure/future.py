@@ -49,7 +49,21 @@ def _partial(f, args, kwargs):
     return functools.partial(f, *args, **kwargs) if args or kwargs else f
 
 
-class _Callbacks:
+class _Outcome:
+    """kafka-python's succeeded / failed / retriable over is_done and exception."""
+    __slots__ = ()
+
+    def succeeded(self):
+        return self.is_done and self.exception is None
+
+    def failed(self):
+        return self.is_done and self.exception is not None
+
+    def retriable(self):
+        return self.failed() and getattr(self.exception, "retriable", False)
+
+
+class _Callbacks(_Outcome):
     """kafka-python's add_callback / add_errback / add_both over a class's _add(cb, eb)."""
     __slots__ = ()
 
@@ -151,15 +165,6 @@ class FutureRecordMetadata(_Callbacks):
                                          self._value_size, self._header_size)
         return self._value
 
-    def succeeded(self):
-        return self.is_done and self.exception is None
-
-    def failed(self):
-        return self.is_done and self.exception is not None
-
-    def retriable(self):
-        return self.failed() and getattr(self.exception, "retriable", False)
-
     def get(self, timeout=None):
         if not self._result.wait(timeout):
             raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
@@ -174,21 +179,12 @@ class FutureRecordMetadata(_Callbacks):
         return self
 
 
-class Future:
+class Future(_Outcome):
     """kafka-python's kafka.future.Future: a result known without a batch (an early error)."""
 
     def __init__(self):
         self.is_done, self.value, self.exception = False, None, None
         self._callbacks, self._errbacks = [], []
-
-    def succeeded(self):
-        return self.is_done and self.exception is None
-
-    def failed(self):
-        return self.is_done and self.exception is not None
-
-    def retriable(self):
-        return self.failed() and getattr(self.exception, "retriable", False)
 
     def success(self, value):
         self.value, self.is_done = value, True
@@ -321,12 +317,6 @@ class BatchFuture(_Callbacks):
             self._call(callback, errback)
 
     # -- kafka-python's future API ----------------------------------------------------------
-    def succeeded(self):
-        return self.is_done and self.exception is None
-
-    def failed(self):
-        return self.is_done and self.exception is not None
-
     def retriable(self):
         return False  # what could be retried, was
 
