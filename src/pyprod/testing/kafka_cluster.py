@@ -268,12 +268,13 @@ logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
 
-_live: "weakref.WeakSet[KafkaCluster]" = weakref.WeakSet()
+# Every running broker harness (KafkaCluster, MockCluster, TansuBroker): stopped at exit.
+live = weakref.WeakSet()
 
 
 @atexit.register
 def _stop_all() -> None:
-    for c in list(_live):
+    for c in list(live):
         with contextlib.suppress(Exception):
             c.stop(timeout=5)
 
@@ -425,7 +426,7 @@ class KafkaCluster:
         cfgs = [self._write_config(i) for i in range(self.nodes)]
         if not self._formatted:
             self._format(cfgs)
-        _live.add(self)
+        live.add(self)
         try:
             for i in range(self.nodes):
                 self._launch(i)
@@ -550,7 +551,7 @@ class KafkaCluster:
             terminate(p, max(0.1, deadline - time.monotonic()))
         self._cds_collect(self._procs[0])
         self._procs = [None] * self.nodes
-        _live.discard(self)
+        live.discard(self)
         if (self._own_dir and self.log_dir and not _keep_dir
                 and not os.environ.get("PYPROD_KEEP_KAFKA_LOGS")):
             shutil.rmtree(self.log_dir, ignore_errors=True)

