@@ -11,6 +11,7 @@ import cramjam
 import pytest
 
 import kcore
+from _report import write_report  # bench/ is on sys.path for its modules
 
 BATCH = 16384
 TS = 1_700_000_000_000
@@ -94,22 +95,17 @@ def codec_patches(monkeypatch, request):
 @pytest.fixture(scope="module", autouse=True)
 def ratio_report(request):
     yield
-    plugins = request.config.pluginmanager
-    tr, capman = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")
-    if tr is None or capman is None or not _results:
-        return
-    with capman.global_and_fixture_disabled():
-        tr.write_line("")
-        for codec in CODEC_IDS:
-            base = _results.get((codec, "kcore-c"))
-            if not base:
-                continue
-            tr.write_line("record batch builder, compression=%s: best records/s, kcore-c speedup"
-                          % codec)
-            for impl in IMPLS:
-                rate = _results.get((codec, impl))
-                if rate:
-                    tr.write_line("  %-18s %12.0f   %.2fx" % (impl, rate, base / rate))
+    lines = []
+    for codec in CODEC_IDS:
+        base = _results.get((codec, "kcore-c"))
+        if not base:
+            continue
+        lines.append("record batch builder, compression=%s: best records/s, kcore-c speedup"
+                     % codec)
+        lines += ["  %-18s %12.0f   %.2fx" % (impl, _results[codec, impl],
+                                              base / _results[codec, impl])
+                  for impl in IMPLS if _results.get((codec, impl))]
+    write_report(request, lines)
 
 
 @pytest.mark.parametrize("impl", list(IMPLS))

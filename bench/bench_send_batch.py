@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 import kcore
+from _report import write_report  # bench/ is on sys.path for its modules
 from pyprod import config
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 
@@ -129,23 +130,19 @@ SHARE = {"send() loop": 5, "kafka-python append loop": 50}  # run a fraction of 
 @pytest.fixture(scope="module", autouse=True)
 def ratio_report(request):
     yield
-    plugins = request.config.pluginmanager
-    tr, capman = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")
-    if tr is None or capman is None or not _results:
-        return
-    with capman.global_and_fixture_disabled():
-        tr.write_line("")
-        for name, (_, size, _) in WORKLOADS.items():
-            base = _results.get((name, "send_batch arrow"))
-            if not base:
-                continue
-            tr.write_line("send_batch, %s values: best records/s (value MB/s), send_batch "
-                          "arrow / row" % name)
-            for impl in IMPLS:
-                rate = _results.get((name, impl))
-                if rate:
-                    tr.write_line("  %-26s %12.0f  %8.0f MB/s   %.2fx"
-                                  % (impl, rate, rate * size / 1e6, base / rate))
+    lines = []
+    for name, (_, size, _) in WORKLOADS.items():
+        base = _results.get((name, "send_batch arrow"))
+        if not base:
+            continue
+        lines.append("send_batch, %s values: best records/s (value MB/s), send_batch "
+                     "arrow / row" % name)
+        for impl in IMPLS:
+            rate = _results.get((name, impl))
+            if rate:
+                lines.append("  %-26s %12.0f  %8.0f MB/s   %.2fx"
+                             % (impl, rate, rate * size / 1e6, base / rate))
+    write_report(request, lines)
 
 
 @pytest.mark.parametrize("impl", list(IMPLS))

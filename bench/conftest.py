@@ -7,3 +7,4 @@ def pytest_collect_file(file_path, parent):
         if not parent.session.isinitpath(file_path):
             return pytest.Module.from_parent(parent, path=file_path)
     return None
+
