@@ -22,7 +22,7 @@ from pyprod.metadata import Metadata, now_ms
 from pyprod.network_client import NetworkClient
 from pyprod.protocol import api_versions, header, produce
 from pyprod.protocol import metadata as metadata_api
-from pyprod.testing.kafka_cluster import free_ports
+from pyprod.testing.kafka_cluster import free_ports, stop_process
 
 WAIT = 20.0  # upper bound (s) on any wait; tests normally finish far sooner
 
@@ -299,7 +299,7 @@ class TestKafka:
             body = metadata_api.encode_request(v, [])
             got = []
             pid = broker_pid(kafka)
-            os.kill(pid, signal.SIGSTOP)
+            stop_process(pid)  # returns once every thread stopped: nothing can answer now
             try:
                 nc.send(node, metadata_api.API_KEY, v, body, callback=got.append,
                         timeout_ms=300)

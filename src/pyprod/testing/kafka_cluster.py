@@ -44,6 +44,7 @@ __all__ = [
     "java_command",
     "free_ports",
     "spawn",
+    "stop_process",
     "terminate",
 ]
 
@@ -277,6 +278,33 @@ def _stop_all() -> None:
     for c in list(live):
         with contextlib.suppress(Exception):
             c.stop(timeout=5)
+
+
+def stop_process(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and wait until all its threads have stopped."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while not _all_threads_stopped(pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is in the stopped state (Linux procfs; elsewhere, after
+    a short grace period)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        time.sleep(0.2)
+        return True
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread ended
+        if state not in ("T", "t"):
+            return False
+    return True
 
 
 def _random_cluster_id() -> str:
@@ -572,8 +600,10 @@ class KafkaCluster:
         self._procs[i] = None
 
     def pause_node(self, i: int) -> None:
-        """SIGSTOP node ``i``: it keeps its connections but answers nothing (a hung broker)."""
-        os.kill(self._procs[self._check(i)].pid, signal.SIGSTOP)
+        """SIGSTOP node ``i``: it keeps its connections but answers nothing (a hung broker).
+        Returns once every thread of the JVM has stopped: SIGSTOP is asynchronous, and a
+        request sent meanwhile could still be answered."""
+        stop_process(self._procs[self._check(i)].pid)
 
     def resume_node(self, i: int) -> None:
         os.kill(self._procs[self._check(i)].pid, signal.SIGCONT)
