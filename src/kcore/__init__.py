@@ -10,7 +10,7 @@ from importlib import import_module
 from types import SimpleNamespace
 
 KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel",
-           "future", "producer_batch", "record_accumulator", "batch_send", "selector")
+           "future", "producer_batch", "record_accumulator", "batch_send", "selector", "produce_codec")
 EXTENSIONS = os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
 
 
