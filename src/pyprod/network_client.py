@@ -94,6 +94,7 @@ class NetworkClient:
         self._sel.register(self._wake_r, _R, None)
         self._conns = {}           # node_id -> BrokerConnection (kept across reconnects)
         self._correlation = 0
+        self._heads = {}  # (api key, version) -> request header around the correlation id
         self._metadata_fetch = None  # (node_id, request_version) while a request is in flight
         self._completed = []       # ClientResponses whose callbacks run at the end of poll()
         self._next_idle_check = 0
@@ -307,13 +308,20 @@ class NetworkClient:
                              self._request_timeout_ms if timeout_ms is None else timeout_ms,
                              now, None)
 
+    def _request_header(self, api, version, cid):
+        around = self._heads.get((api.key, version))
+        if around is None:  # key, version | correlation id | client id (and tagged fields)
+            w = Writer()
+            header.write_request_header(w, api, version, 0, self._client_id)
+            head = w.getvalue()
+            around = self._heads[api.key, version] = (head[:4], head[8:])
+        return around[0] + _I32.pack(cid) + around[1]
+
     def _enqueue(self, conn, api_key, version, body, expects_response, callback, timeout_ms,
                  now, internal):
         api = _api_module(api_key).API
         cid = self._next_correlation_id()
-        w = Writer()
-        header.write_request_header(w, api, version, cid, self._client_id)
-        head = w.getvalue()
+        head = self._request_header(api, version, cid)
         parts = _buffers(body)
         size = len(head) + sum(memoryview(p).nbytes for p in parts)
         req = InFlightRequest(cid, api_key, version, header.response_header_version(api, version),

@@ -171,10 +171,8 @@ class Sender(threading.Thread):
     # -- produce ----------------------------------------------------------------------------
     def _send_produce_request(self, node, batches, now):
         version = self.client.api_version(node, produce.API_KEY)
-        body = produce.encode_request(version, self.acks, self.request_timeout_ms,
-                                      produce.group_batches(
-                                          (b.topic_partition.topic, b.topic_partition.partition,
-                                           b.payload) for b in batches))
+        body = kcore.encode_produce_body(version, self.acks, self.request_timeout_ms, None, [
+            (b.topic_partition.topic, b.topic_partition.partition, b.payload) for b in batches])
         in_request = {}
         deadline = self.delivery_timeout_ms
         wheel, in_flight = self._wheel, self._in_flight
@@ -216,34 +214,36 @@ class Sender(threading.Thread):
                 self._retry_or_fail(batch, response.error, now)
             return
         try:
-            decoded = produce.decode_response(version, response.body, strict=False)
+            results, _ = kcore.decode_produce_response(version, response.body)
         except errors.KafkaError as e:
             for batch in batches:
                 self._retry_or_fail(batch, e, now)
             return
         pending = {b.topic_partition: b for b in batches}
-        for topic, part in produce.partition_results(decoded):
-            batch = pending.pop((topic, part.index), None)
+        for result in results:
+            batch = pending.pop(result[:2], None)
             if batch is not None:
-                self._handle_partition(batch, part, now)
+                self._handle_partition(batch, result, now)
         for batch in pending.values():  # the broker left a partition out
             self._retry_or_fail(batch, errors.UnknownError(
                 "No response for %s in ProduceResponse" % (batch.topic_partition,)), now)
 
-    def _handle_partition(self, batch, part, now):
-        code = part.error_code
+    def _handle_partition(self, batch, result, now):
+        """result: (topic, partition, error_code, base_offset, log_append_time_ms,
+        log_start_offset, error_message, record_errors), from kcore.decode_produce_response."""
+        code = result[2]
         if code == 0:
-            self._succeed(batch, part.base_offset, part.log_append_time_ms)
+            self._succeed(batch, result[3], result[4])
             return
         error_class = errors.for_code(code)
         if error_class is errors.DuplicateSequenceNumberError:
             self._succeed(batch, -1, -1)  # already written by an earlier attempt (Java)
             return
-        error = error_class(part.error_message or "")
-        if part.record_errors:
-            record_errors = {e.batch_index: errors.InvalidRecordError(
-                e.batch_index_error_message or "") for e in part.record_errors}
-            self._fail(batch, error, record_errors)
+        message, record_errors = result[6], result[7]
+        error = error_class(message or "")
+        if record_errors:
+            self._fail(batch, error, {index: errors.InvalidRecordError(text or "")
+                                      for index, text in record_errors})
             return
         tm = self.tm
         if tm is not None:

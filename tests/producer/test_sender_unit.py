@@ -45,6 +45,8 @@ class FakeMetadata:
 
 class Request:
     def __init__(self, api_key, body, callback, expects_response):
+        if isinstance(body, list):  # the NetworkClient takes a body as a list of buffers
+            body = b"".join(bytes(b) for b in body)
         self.api_key, self.body, self.callback = api_key, body, callback
         self.expects_response = expects_response
 
