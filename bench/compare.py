@@ -446,6 +446,10 @@ class Broker:
         if self.cluster is not None:
             self.cluster.stop()
 
+    def cpu_s(self):
+        """The broker JVM's CPU seconds so far (None for a broker given by address)."""
+        return None if self.cluster is None else self.cluster.cpu_seconds(0)
+
     def admin(self):
         if self.cluster is not None:
             return self.cluster.admin()
@@ -496,10 +500,13 @@ def run_one(broker, spec, timeout=None, rss_every=None) -> dict:
                 topic=f"cmp-{spec['client']}-{spec['workload']}-{uuid.uuid4().hex[:8]}")
     broker.create(spec["topic"], spec["partitions"])
     timeout = timeout or 120 + spec["records"] / 5_000
+    broker_cpu = broker.cpu_s()
     if spec["client"] == "java":
         res = run_java(spec, timeout)
     else:
         res = run_python_client(spec, timeout, rss_every)
+    if broker_cpu is not None and broker.cpu_s() is not None:
+        res["broker_cpu_s"] = broker.cpu_s() - broker_cpu  # the client's whole run
     warm = 0 if spec["client"] == "java" else spec["partitions"]
     landed = broker.count(spec["topic"])
     broker.delete(spec["topic"])
@@ -582,6 +589,9 @@ def summarize(runs: list) -> list:
                        mb_per_s=med * thr[0]["value_size"] / MB,
                        cpu_s_per_m=statistics.median(r["cpu_s"] / r["records"] * 1e6
                                                      for r in thr),
+                       broker_cpu_s_per_m=statistics.median(
+                           r["broker_cpu_s"] / r["records"] * 1e6 for r in thr)
+                       if all("broker_cpu_s" in r for r in thr) else None,
                        peak_rss_mb=max(r["peak_rss_mb"] for r in thr))
         if lat:
             achieved = statistics.median(r["records"] / r.get("send_s", r["wall_s"])
@@ -648,8 +658,8 @@ def markdown(meta: dict, rows: list) -> str:
              "process. p99 is send()->callback latency at an offered "
              f"{LATENCY_RATE:,} records/s (a separate paced run). MB = 2^20 bytes of values.",
              "", "| workload | client | records | records/s (min..max) | MB/s | CPU s / M records "
-             "| peak RSS MB | p99 ms @ 50k/s | pyprod / client |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| broker CPU s / M | peak RSS MB | p99 ms @ 50k/s | pyprod / client |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     same_run = {(r["client"], r["workload"]): r for r in rows if not r.get("source")}
     for r in rows:
         rate = _num(r.get("records_per_s"), ",.0f")
@@ -667,8 +677,10 @@ def markdown(meta: dict, rows: list) -> str:
         records = _num(r.get("records"), ",")
         lines.append(f"| {r['workload']} | {_label(r)} | {records} | {rate} | "
                      f"{_num(r.get('mb_per_s'), '.1f')} | {cpu} | "
+                     f"{_num(r.get('broker_cpu_s_per_m'), '.2f')} | "
                      f"{_num(r.get('peak_rss_mb'), '.0f')} | {p99} | {ratio} |")
-    notes = [""]
+    notes = ["", "Broker CPU: what the broker's JVM used during the client's run, per million "
+             "records; broker and clients share the machine's cores."]
     if any(r.get("cpu_is_whole_jvm") for r in rows):
         notes.append("\\* Java: CPU of the whole JVM process (startup and JIT included); "
                      "ProducerPerformance times its own send loop with no warm-up.")
@@ -889,7 +901,9 @@ def main(argv=None, command=None) -> int:
                         what = (f"p99 {res['p99_ms']:.1f} ms at {spec['rate']:,}/s"
                                 if spec["rate"] else
                                 f"{res['records'] / res['wall_s']:,.0f} records/s, "
-                                f"{res['cpu_s'] / res['records'] * 1e6:.2f} CPU s/M")
+                                f"{res['cpu_s'] / res['records'] * 1e6:.2f} CPU s/M" + (
+                                    f", broker {res['broker_cpu_s'] / res['records'] * 1e6:.2f}"
+                                    if "broker_cpu_s" in res else ""))
                         print(f"round {rnd + 1}/{args.rounds} {w:>20} {spec['client']:>15}: "
                               f"{what}", file=sys.stderr, flush=True)
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -219,7 +219,17 @@ def test_tiny_real_run(compare, kafka, tmp_path, capsys):
     assert row["client"] == "pyprod" and row["workload"] == "100B-keyed"
     assert row["records"] == 3000 and row["records_per_s"] > 0 and row["p99_ms"] > 0
     assert row["peak_rss_mb"] > 0 and row["cpu_s_per_m"] > 0
+    assert row["broker_cpu_s_per_m"] is None  # a broker given by address: its CPU is unknown
     assert [r["rate"] for r in data["runs"]] == [None, 50_000]
     assert data["runs"][1]["records"] == 5000 and data["runs"][1]["samples"] == 5000
     assert (tmp_path / "compare.png").exists() and (tmp_path / "compare.md").exists()
     assert "| 100B-keyed | pyprod | 3,000 |" in capsys.readouterr().out
+
+
+def test_broker_cpu_of_a_started_broker(compare, kafka):
+    """compare.py reads the CPU of a broker it started from /proc (KafkaCluster.cpu_seconds)."""
+    broker = compare.Broker()
+    broker.cluster = kafka
+    first = broker.cpu_s()
+    assert first > 0
+    assert broker.cpu_s() >= first

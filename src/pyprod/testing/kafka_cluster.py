@@ -374,6 +374,18 @@ class KafkaCluster:
         p = self._procs[self._check(i)]
         return p is not None and p.poll() is None
 
+    def cpu_seconds(self, i: int = 0) -> float | None:
+        """CPU time (user + system) the node's JVM has used so far; None if not running."""
+        p = self._procs[self._check(i)]
+        if p is None or p.poll() is not None:
+            return None
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     # -- configuration ---------------------------------------------------------------------------
     def _props(self, i: int) -> dict:
         n = self.nodes
