@@ -450,6 +450,10 @@ class Broker:
         """The broker JVM's CPU seconds so far (None for a broker given by address)."""
         return None if self.cluster is None else self.cluster.cpu_seconds(0)
 
+    def thread_cpu_s(self):
+        """The same by JVM thread name (None for a broker given by address)."""
+        return None if self.cluster is None else self.cluster.thread_cpu_seconds(0)
+
     def admin(self):
         if self.cluster is not None:
             return self.cluster.admin()
@@ -803,7 +807,8 @@ def build_parser():
     ap.add_argument("--batch-size", type=int, default=None,
                     help="one batch size for every client (default: each client's own)")
     ap.add_argument("--broker-warmup", type=int, default=None,
-                    help="untimed confluent-kafka records first (default min(records, 300000))")
+                    help="records per untimed warm-up run (default min(records, 300000)); "
+                         "warm-up passes repeat until the broker's JIT settles; 0: none")
     ap.add_argument("--out-dir", default=RESULTS)
     ap.add_argument("--name", default="compare", help="result file names (NAME.json ...)")
     ap.add_argument("--no-chart", dest="chart", action="store_false")
@@ -852,6 +857,38 @@ def replot(args) -> int:
     return 0
 
 
+JIT_SETTLED = 0.05  # the broker's JIT compilers used < 5% of its CPU in a warm-up pass
+WARMUP_PASSES = 6
+
+
+def warm_broker(broker, clients, workloads, records, batch_size=None) -> None:
+    """Untimed runs of pyprod and confluent-kafka (those being measured) on every workload, in
+    passes, until the broker's JIT compiler threads settle: a fresh broker spends most of its
+    CPU compiling for the first million records or so, which would tax the first runs. A
+    broker given by address gets one pass (its threads cannot be read)."""
+    warmers = [c for c in ("confluent-kafka", "pyprod") if c in clients] or ["confluent-kafka"]
+    before = broker.thread_cpu_s()
+    for n in range(1, WARMUP_PASSES + 1):
+        for w in workloads:
+            for c in warmers:
+                count = max(1, int(records * WORKLOADS[w].get("share", 1)))
+                run_one(broker, dict(workload_spec(w, batch_size), client=c, workload="warmup",
+                                     records=count, rate=None))
+        after = broker.thread_cpu_s()
+        if before is None or after is None:
+            print(f"warmed the broker up: one pass of {records:,} records per client and "
+                  "workload (untimed)", file=sys.stderr, flush=True)
+            return
+        used = {k: v - before.get(k, 0.0) for k, v in after.items()}
+        total = sum(used.values()) or 1.0
+        jit = sum(v for k, v in used.items() if "Compiler" in k) / total
+        print(f"broker warm-up pass {n}: JIT compilers used {jit:.0%} of the broker's CPU",
+              file=sys.stderr, flush=True)
+        if jit < JIT_SETTLED:
+            return
+        before = after
+
+
 def _rotate(seq, k):
     k %= max(1, len(seq))
     return seq[k:] + seq[:k]
@@ -886,10 +923,7 @@ def main(argv=None, command=None) -> int:
     with Broker(args.bootstrap_servers) as broker:
         warm = min(n, 300_000) if args.broker_warmup is None else args.broker_warmup
         if warm:
-            print(f"warming the broker up with {warm:,} records (untimed) ...", file=sys.stderr,
-                  flush=True)
-            run_one(broker, dict(workload_spec("100B"), client="confluent-kafka",
-                                 workload="warmup", records=warm, rate=None))
+            warm_broker(broker, clients, workloads, warm, args.batch_size)
         for rnd in range(args.rounds):
             for w in workloads:
                 for kind in (False, True):  # throughput runs, then the paced ones

@@ -268,6 +268,10 @@ def main(argv=None) -> int:
             print("starting a 1-node Kafka broker ...", file=sys.stderr, flush=True)
             cluster = KafkaCluster(nodes=1).start()
             bootstrap = cluster.bootstrap_servers
+            import compare  # bench/compare.py: warm the broker's JIT up first
+            broker = compare.Broker(bootstrap)
+            broker.cluster = cluster
+            compare.warm_broker(broker, ["pyprod", "confluent-kafka"], ["100B"], 300_000)
 
             def create(topic):
                 cluster.create_topic(topic, PARTITIONS)

@@ -183,9 +183,7 @@ def main(argv=None) -> int:
 
     memory, runs = [], []
     with compare.Broker(args.bootstrap_servers) as broker:
-        compare.run_one(broker, dict(compare.workload_spec("100B"), client="confluent-kafka",
-                                     workload="warmup", records=min(records, 300_000),
-                                     rate=None))
+        compare.warm_broker(broker, clients, ["100B"], min(records, 300_000))
         if not args.skip_memory:
             for c in clients:
                 spec = dict(compare.workload_spec("100B"), client=c, workload="memory",

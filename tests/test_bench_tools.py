@@ -233,3 +233,28 @@ def test_broker_cpu_of_a_started_broker(compare, kafka):
     first = broker.cpu_s()
     assert first > 0
     assert broker.cpu_s() >= first
+
+
+def test_broker_warm_up_runs_until_the_jit_settles(compare, monkeypatch):
+    """Warm-up passes repeat while the broker's JIT compiler threads take >= 5% of its CPU."""
+    ran = []
+    monkeypatch.setattr(compare, "run_one", lambda broker, spec: ran.append(
+        (spec["client"], spec["workload"], spec["value_size"], spec["records"])))
+
+    class FakeBroker:  # C2 busy in pass 1 (50%) and 2 (10%), settled in pass 3 (2%)
+        readings = iter([{"C2 CompilerThre": 0, "data-plane": 0},
+                         {"C2 CompilerThre": 5, "data-plane": 5},
+                         {"C2 CompilerThre": 6, "data-plane": 14},
+                         {"C2 CompilerThre": 6.2, "data-plane": 24}])
+
+        def thread_cpu_s(self):
+            return next(self.readings, None)
+
+    compare.warm_broker(FakeBroker(), ["pyprod", "kafka-python"], ["100B", "1KiB"], 1000)
+    one_pass = [("pyprod", "warmup", 100, 1000), ("pyprod", "warmup", 1024, 250)]
+    assert ran == one_pass * 3
+
+    ran.clear()
+    never = type("Remote", (), {"thread_cpu_s": lambda self: None})()
+    compare.warm_broker(never, ["kafka-python"], ["100B"], 10)  # one pass, with confluent-kafka
+    assert ran == [("confluent-kafka", "warmup", 100, 10)]

@@ -386,6 +386,28 @@ class KafkaCluster:
             return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def thread_cpu_seconds(self, i: int = 0) -> dict | None:
+        """CPU seconds so far of the node's JVM by thread name (e.g. "C2 CompilerThre", as the
+        kernel truncates it); None if not running."""
+        p = self._procs[self._check(i)]
+        if p is None or p.poll() is not None:
+            return None
+        tick, out = os.sysconf("SC_CLK_TCK"), {}
+        try:
+            tasks = os.listdir(f"/proc/{p.pid}/task")
+        except OSError:
+            return None
+        for tid in tasks:
+            try:
+                with open(f"/proc/{p.pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:  # the thread ended
+                continue
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat.rsplit(")", 1)[1].split()
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        return out
+
     # -- configuration ---------------------------------------------------------------------------
     def _props(self, i: int) -> dict:
         n = self.nodes
