@@ -858,7 +858,7 @@ def replot(args) -> int:
 
 
 JIT_SETTLED = 0.05  # the broker's JIT compilers used < 5% of its CPU in a warm-up pass
-WARMUP_PASSES = 6
+WARMUP_PASSES = 12
 
 
 def warm_broker(broker, clients, workloads, records, batch_size=None) -> None:
