@@ -857,8 +857,8 @@ def replot(args) -> int:
     return 0
 
 
-JIT_SETTLED = 0.05  # the broker's JIT compilers used < 5% of its CPU in a warm-up pass
-WARMUP_PASSES = 12
+JIT_SETTLED = 0.10  # the broker's JIT compilers used < 10% of its CPU in a warm-up pass
+WARMUP_PASSES = 8
 
 
 def warm_broker(broker, clients, workloads, records, batch_size=None) -> None:

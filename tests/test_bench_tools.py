@@ -236,7 +236,7 @@ def test_broker_cpu_of_a_started_broker(compare, kafka):
 
 
 def test_broker_warm_up_runs_until_the_jit_settles(compare, monkeypatch):
-    """Warm-up passes repeat while the broker's JIT compiler threads take >= 5% of its CPU."""
+    """Warm-up passes repeat while the broker's JIT compiler threads take >= 10% of its CPU."""
     ran = []
     monkeypatch.setattr(compare, "run_one", lambda broker, spec: ran.append(
         (spec["client"], spec["workload"], spec["value_size"], spec["records"])))
