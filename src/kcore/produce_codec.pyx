@@ -54,36 +54,38 @@ cdef int rd_uvarint(kc_reader* r, uint32_t* out) noexcept nogil:
     return RD_MALFORMED
 
 
-cdef inline uint64_t _be(const uint8_t* p, int n) noexcept nogil:
+cdef inline int _rd_be(kc_reader* r, int n, uint64_t* out) noexcept nogil:
+    """A big-endian n-byte integer (unsigned; the callers cast)."""
     cdef uint64_t v = 0
     cdef int i
+    if r.end - r.pos < n:
+        return RD_TRUNCATED
     for i in range(n):
-        v = (v << 8) | p[i]
-    return v
+        v = (v << 8) | r.buf[r.pos + i]
+    r.pos += n
+    out[0] = v
+    return RD_OK
 
 
 cdef int rd_i16(kc_reader* r, int16_t* out) noexcept nogil:
-    if r.end - r.pos < 2:
-        return RD_TRUNCATED
-    out[0] = <int16_t>_be(r.buf + r.pos, 2)
-    r.pos += 2
-    return RD_OK
+    cdef uint64_t v = 0
+    cdef int rc = _rd_be(r, 2, &v)
+    out[0] = <int16_t>v
+    return rc
 
 
 cdef int rd_i32(kc_reader* r, int32_t* out) noexcept nogil:
-    if r.end - r.pos < 4:
-        return RD_TRUNCATED
-    out[0] = <int32_t>_be(r.buf + r.pos, 4)
-    r.pos += 4
-    return RD_OK
+    cdef uint64_t v = 0
+    cdef int rc = _rd_be(r, 4, &v)
+    out[0] = <int32_t>v
+    return rc
 
 
 cdef int rd_i64(kc_reader* r, int64_t* out) noexcept nogil:
-    if r.end - r.pos < 8:
-        return RD_TRUNCATED
-    out[0] = <int64_t>_be(r.buf + r.pos, 8)
-    r.pos += 8
-    return RD_OK
+    cdef uint64_t v = 0
+    cdef int rc = _rd_be(r, 8, &v)
+    out[0] = <int64_t>v
+    return rc
 
 
 cdef int rd_skip_tagged(kc_reader* r) noexcept nogil:
