@@ -7,10 +7,12 @@ import pytest
 
 from pyprod.errors import CorrelationIdError, KafkaProtocolError
 from pyprod.protocol import (BY_KEY, FLEXIBLE_FROM, api_versions, find_coordinator, header,
-                             init_producer_id, metadata, produce)
+                             init_producer_id, metadata, produce, sasl_authenticate,
+                             sasl_handshake)
 from pyprod.protocol.wire import Reader, Writer
 
-MODULES = [api_versions, metadata, produce, init_producer_id, find_coordinator]
+MODULES = [api_versions, metadata, produce, init_producer_id, find_coordinator, sasl_handshake,
+           sasl_authenticate]
 CASES = [(m, v) for m in MODULES for v in range(m.MIN_VERSION, m.MAX_VERSION + 1)]
 IDS = ["%s-v%d" % (m.API.name, v) for m, v in CASES]
 
@@ -67,12 +69,16 @@ try:
                                          MetadataRequest, MetadataResponse)
     from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse,
                                          ProduceRequest, ProduceResponse)
+    from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse,
+                                     SaslHandshakeRequest, SaslHandshakeResponse)
     KP = {
         api_versions: (ApiVersionsRequest, ApiVersionsResponse),
         metadata: (MetadataRequest, MetadataResponse),
         produce: (ProduceRequest, ProduceResponse),
         init_producer_id: (InitProducerIdRequest, InitProducerIdResponse),
         find_coordinator: (FindCoordinatorRequest, FindCoordinatorResponse),
+        sasl_handshake: (SaslHandshakeRequest, SaslHandshakeResponse),
+        sasl_authenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     }
 except ImportError:  # kafka-python 2.x has no schema-driven protocol classes
     kp_available = False
@@ -366,7 +372,7 @@ def test_frame_size():
 
 
 def test_registry():
-    assert sorted(BY_KEY) == [0, 3, 10, 18, 22]
+    assert sorted(BY_KEY) == [0, 3, 10, 17, 18, 22, 36]
     for key, m in BY_KEY.items():
         assert m.API_KEY == key and m.MIN_VERSION <= m.MAX_VERSION
         assert m.FLEXIBLE_FROM == FLEXIBLE_FROM[key]

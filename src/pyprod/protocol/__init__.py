@@ -5,13 +5,16 @@ encode_request(version, ...) -> body bytes and decode_response(version, data) ->
 header.py frames requests and reads response headers; wire.py holds Reader/Writer and the
 declarative Struct codec the modules share.
 """
-from . import api_versions, find_coordinator, init_producer_id, metadata, produce
+from . import (api_versions, find_coordinator, init_producer_id, metadata, produce,
+               sasl_authenticate, sasl_handshake)
 from .header import decode_response, frame_request, request_writer
 
-MODULES = (produce, metadata, find_coordinator, api_versions, init_producer_id)
+MODULES = (produce, metadata, find_coordinator, api_versions, init_producer_id, sasl_handshake,
+           sasl_authenticate)
 BY_KEY = {m.API_KEY: m for m in MODULES}
 FLEXIBLE_FROM = {m.API_KEY: m.FLEXIBLE_FROM for m in MODULES}
 
 __all__ = ["api_versions", "find_coordinator", "init_producer_id", "metadata", "produce",
+           "sasl_authenticate", "sasl_handshake",
            "MODULES", "BY_KEY", "FLEXIBLE_FROM", "decode_response", "frame_request",
            "request_writer"]
