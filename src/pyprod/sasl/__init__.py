@@ -1,0 +1,1 @@
+"""SASL mechanisms."""
