@@ -130,12 +130,27 @@ def parse_bootstrap(servers):
     return out
 
 
+# Never shown: repr() of a config gives '***' for these.
+SECRETS = frozenset(("sasl_plain_password", "ssl_password", "sasl_oauth_token_provider"))
+
+
+class ProducerConfig(dict):
+    """The built config: a dict whose repr() hides the secrets."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "{%s}" % ", ".join("%r: %s" % (k, "'***'" if k in SECRETS and v is not None
+                                              else repr(v)) for k, v in self.items())
+
+    __str__ = __repr__
+
+
 def build(**configs):
     """Defaults + user configs, validated and normalized, as kafka-python does."""
     unknown = set(configs) - set(DEFAULTS) - set(LEGACY)
     if unknown:
         raise KafkaConfigurationError("Unrecognized configs: %s" % (sorted(unknown),))
-    config = dict(DEFAULTS)
+    config = ProducerConfig(DEFAULTS)
     config.update((k, v) for k, v in configs.items() if k in DEFAULTS)
     user = set(configs)
 
@@ -185,9 +200,9 @@ def _check_security(config):
     proto = config["security_protocol"]
     if proto not in SECURITY_PROTOCOLS:
         raise KafkaConfigurationError("security_protocol must be one of %s" % (SECURITY_PROTOCOLS,))
-    if proto != "PLAINTEXT":
-        raise KafkaConfigurationError(
-            "security_protocol=%s is not supported yet: pyprod speaks PLAINTEXT only" % proto)
+    if proto.startswith("SASL_"):
+        from pyprod import sasl
+        sasl.check_config(config)
     if config["transactional_id"] is not None:
         raise KafkaConfigurationError("transactional_id: transactions are not supported yet")
 

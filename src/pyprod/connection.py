@@ -4,11 +4,15 @@ Java splits this over KafkaChannel, ClusterConnectionStates and InFlightRequests
 per node holds it all and lives across reconnects (it keeps the reconnect backoff). It does no
 select(): NetworkClient polls the sockets and calls connect/finish_connect/write/read/close.
 Kafka answers requests on one connection in order, so responses must match the FIFO head.
+With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the handshake runs
+non-blocking in HANDSHAKING, then the same read/write paths go through the ssl object, which
+releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
 """
 import collections
 import errno
 import random
 import socket
+import ssl
 import sys
 
 from kcore import MAX_IOV, recv_into, send_buffers
@@ -16,13 +20,33 @@ from pyprod import errors
 
 DISCONNECTED = "DISCONNECTED"
 CONNECTING = "CONNECTING"
+HANDSHAKING = "HANDSHAKING"            # TLS handshake
 CHECKING_API_VERSIONS = "CHECKING_API_VERSIONS"
+AUTHENTICATING = "AUTHENTICATING"      # SASL exchange (first, or re-authentication)
 READY = "READY"
+SETTING_UP = (CONNECTING, HANDSHAKING, CHECKING_API_VERSIONS, AUTHENTICATING)
 
 MAX_DELAY_MS = sys.maxsize
 _NEVER = -(1 << 62)
 _RECV_CHUNK = 65536
 _MAX_IOV = MAX_IOV
+_SSL_SMALL = 4096       # smaller buffers are joined into one TLS write (one record, one syscall)
+_SSL_JOIN_MAX = 16384
+# ssl errors that mean the peer went away, not that it refused us
+_SSL_CLOSED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+
+
+def ssl_failure(e, node_id, host, port, when):
+    """The typed error for an ssl error: SslAuthenticationError (not retriable) when the peer
+    refused us or we refused it, else KafkaConnectionError (the connection just dropped)."""
+    text = "SSL %s with node %s (%s:%s) failed: %s" % (
+        when, node_id, host, port, getattr(e, "verify_message", None) or e)
+    if isinstance(e, _SSL_CLOSED) or not isinstance(e, ssl.SSLError):
+        err = errors.KafkaConnectionError(text)
+    else:
+        err = errors.SslAuthenticationError(text, ssl_error=e)
+    err.__cause__ = e
+    return err
 
 
 class InFlightRequest:
@@ -78,7 +102,7 @@ def _set_socket_options(sock, config):
 
 
 class BrokerConnection:
-    def __init__(self, node_id, host, port, config, backoff=None):
+    def __init__(self, node_id, host, port, config, backoff=None, ssl_context=None):
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -101,6 +125,12 @@ class BrokerConnection:
             config.get("reconnect_backoff_ms", 50), config.get("reconnect_backoff_max_ms", 30000))
         self._max_frame = int(config.get("receive_message_max_bytes", 100_000_000))
         self._addrs = []
+        self._ssl_context = ssl_context
+        self._tls = False                    # the socket is an SSLSocket
+        self._hs_wants_write = False
+        self._ssl_retry = None               # (views, joined bytes) of a TLS write to redo as is
+        self.authenticator = None            # SaslClientAuthenticator while one runs
+        self.reauth_at_ms = None             # KIP-368: authenticate again from then on
         self._out = collections.deque()  # [request, [memoryview, ...]] not fully written
         self._rbuf = None
         self._size_buf = bytearray(4)
@@ -128,10 +158,12 @@ class BrokerConnection:
 
     @property
     def is_connected(self):
-        return self.state in (CHECKING_API_VERSIONS, READY)
+        return self.state in (CHECKING_API_VERSIONS, AUTHENTICATING, READY)
 
     @property
     def wants_write(self):
+        if self.state == HANDSHAKING:
+            return self._hs_wants_write
         return self.state == CONNECTING or bool(self._out)
 
     def fileno(self):
@@ -176,12 +208,39 @@ class BrokerConnection:
         if err:
             raise errors.KafkaConnectionError("connect to %s:%s failed: %s" % (
                 self.host, self.port, errno.errorcode.get(err, err)))
-        self.state = CHECKING_API_VERSIONS
         self.last_activity_ms = now
+        if self._ssl_context is None:
+            self.state = CHECKING_API_VERSIONS
+            return
+        try:  # same descriptor, so the selector registration stays valid
+            self.sock = self._ssl_context.wrap_socket(
+                self.sock, server_hostname=self.host, do_handshake_on_connect=False)
+        except (OSError, ValueError) as e:
+            raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from None
+        self._tls = True
+        self.state = HANDSHAKING
+        self._hs_wants_write = True
+
+    def handshake(self, now):
+        """One non-blocking step of the TLS handshake; True once it is done."""
+        try:
+            self.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._hs_wants_write = False
+            return False
+        except ssl.SSLWantWriteError:
+            self._hs_wants_write = True
+            return False
+        except OSError as e:
+            raise ssl_failure(e, self.node_id, self.host, self.port, "handshake") from None
+        self.last_activity_ms = now
+        self.state = CHECKING_API_VERSIONS
+        return True
 
     def set_ready(self, api_versions):
         self.api_versions = api_versions
         self.state = READY
+        self.authenticator = None
         self.failed_attempts = 0
         self.reconnect_backoff_ms = 0
         self.connect_deadline_ms = MAX_DELAY_MS
@@ -201,6 +260,10 @@ class BrokerConnection:
             self.failed_attempts += 1
         self.error = error
         self.connect_deadline_ms = MAX_DELAY_MS
+        self._tls = False
+        self._ssl_retry = None
+        self.authenticator = None
+        self.reauth_at_ms = None
         failed = list(self.in_flight)
         self.in_flight.clear()
         self._out.clear()
@@ -234,10 +297,12 @@ class BrokerConnection:
                 if len(iov) >= _MAX_IOV:
                     break
             try:
-                n = send_buffers(self.sock, iov)
+                n = self._ssl_send(iov) if self._tls else send_buffers(self.sock, iov)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as e:
+                if self._tls:
+                    raise ssl_failure(e, self.node_id, self.host, self.port, "write") from None
                 raise errors.KafkaConnectionError(
                     "send to node %s failed: %s" % (self.node_id, e)) from None
             if not n:
@@ -269,6 +334,47 @@ class BrokerConnection:
                     done.append(req)
         return done
 
+    def _ssl_send(self, iov):
+        """Bytes of iov the ssl object took. SSL_write takes a buffer whole or not at all, and a
+        write it refused must be offered again unchanged: small buffers are joined, large ones
+        go as they are (the encryption is their one copy)."""
+        sent, i, sock = 0, 0, self.sock
+        while i < len(iov):
+            if self._ssl_retry is not None:
+                count, data = self._ssl_retry
+            elif len(iov[i]) >= _SSL_SMALL:
+                count, data = 1, iov[i]
+            else:
+                count, size = 0, 0
+                while i + count < len(iov) and len(iov[i + count]) < _SSL_SMALL and \
+                        size + len(iov[i + count]) <= _SSL_JOIN_MAX:
+                    size += len(iov[i + count])
+                    count += 1
+                data = iov[i] if count == 1 else b"".join(iov[i:i + count])
+            try:
+                n = sock.send(data)
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                self._ssl_retry = (count, data) if count > 1 else None
+                if sent:
+                    return sent
+                raise BlockingIOError(errno.EAGAIN, "TLS write would block") from None
+            self._ssl_retry = None
+            sent += n
+            i += count
+        return sent
+
+    def _recv(self):
+        if not self._tls:
+            return recv_into(self.sock, self._rbuf)
+        try:
+            return self.sock.recv_into(self._rbuf)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise BlockingIOError(errno.EAGAIN, "TLS read would block") from None
+        except _SSL_CLOSED:
+            return 0
+        except ssl.SSLError as e:
+            raise ssl_failure(e, self.node_id, self.host, self.port, "read") from None
+
     # -- receiving --
 
     def read(self, now, max_reads=32):
@@ -284,7 +390,7 @@ class BrokerConnection:
         try:
             for _ in range(max_reads):
                 try:
-                    n = recv_into(self.sock, self._rbuf)
+                    n = self._recv()
                 except (BlockingIOError, InterruptedError):
                     break
                 except OSError as e:
@@ -296,8 +402,8 @@ class BrokerConnection:
                             self.node_id, self.host, self.port))
                 self.last_activity_ms = now
                 self._parse(view, n, frames)
-                if n < len(self._rbuf):
-                    break
+                if n < len(self._rbuf) and not self._tls:
+                    break  # (TLS hands out one record per call: read on until it would block)
         except errors.KafkaError as e:
             return frames, e
         return frames, None

@@ -56,8 +56,9 @@ class IllegalStateError(KafkaError):
     pass
 
 
-class KafkaConfigurationError(KafkaError):
-    pass
+class KafkaConfigurationError(KafkaError, ValueError):
+    """A bad or unknown config. Also a ValueError: kafka-python raises ValueError for an
+    unknown config key, so ``except ValueError`` code keeps working."""
 
 
 class KafkaConnectionError(InvalidMetadataError):
@@ -170,6 +171,18 @@ class AuthenticationMethodNotSupported(KafkaError):
 
 class AuthenticationFailedError(KafkaError):
     pass
+
+
+class SslAuthenticationError(KafkaConnectionError, AuthenticationFailedError):
+    """The TLS handshake failed (untrusted or revoked certificate, host-name mismatch, a client
+    certificate the broker refused...); ``__cause__`` and ``ssl_error`` hold the ssl.SSLError.
+    Not retriable, as Java's SslAuthenticationException."""
+    retriable = False
+    invalid_metadata = False
+
+    def __init__(self, *args, ssl_error=None):
+        super().__init__(*args)
+        self.ssl_error = ssl_error
 
 
 class FailedPayloadsError(KafkaError):

@@ -34,6 +34,7 @@ class Metadata:
         self._last_refresh_ms = _NEVER
         self._last_success_ms = _NEVER
         self._closed = False
+        self.fatal_error = None    # a refused authentication, until the next good update
 
     # -- caller threads --
 
@@ -70,7 +71,8 @@ class Metadata:
         return self._need_update
 
     def await_update(self, last_version, timeout_ms):
-        """Wait until version > last_version; False on timeout. Raises if closed."""
+        """Wait until version > last_version; False on timeout. Raises if closed, and raises
+        the fatal error (a refused authentication) if one is set."""
         if timeout_ms < 0:
             raise ValueError("timeout_ms must be >= 0")
         deadline = time.monotonic() + timeout_ms / 1000.0
@@ -78,6 +80,8 @@ class Metadata:
             while self.version <= last_version:
                 if self._closed:
                     raise errors.KafkaError("Requested metadata update after close")
+                if self.fatal_error is not None:
+                    raise self.fatal_error
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -123,12 +127,19 @@ class Metadata:
             cluster = self._keep_newer_epochs(cluster)
             self.cluster = cluster
             self.version += 1
+            self.fatal_error = None
             self._last_refresh_ms = self._last_success_ms = now
             self._new_topics.difference_update(cluster.topic_errors)
             self._new_topics.difference_update(cluster.topics(exclude_internal_topics=False))
             again = request_version is not None and request_version < self._request_version
             again = again or bool(self._new_topics) or _needs_retry(cluster)
             self._need_update = again
+            self._cond.notify_all()
+
+    def set_fatal_error(self, error):
+        """Java's Metadata.fatalError: waiters raise ``error`` until an update succeeds."""
+        with self._cond:
+            self.fatal_error = error
             self._cond.notify_all()
 
     def failed_update(self, now):

@@ -4,6 +4,12 @@ Only the Sender thread calls it, except wakeup() (any thread). poll() select()s 
 socket plus a wakeup socketpair, does the IO, negotiates ApiVersions on new connections, expires
 requests (a timed-out request closes its connection, failing everything in flight on it), keeps
 the metadata fresh, then runs the response callbacks. Times are monotonic ms (metadata.now_ms).
+
+A connection is set up in steps: TCP connect, the TLS handshake (SSL, SASL_SSL), ApiVersions,
+the SASL exchange (SASL_*; SaslClientAuthenticator), then READY. When the broker limits the SASL
+session (KIP-368), the connection authenticates again before it expires: it stops taking new
+requests, and its in-flight ones complete as usual. A refused authentication is fatal for the
+waits on metadata (Java's fatal metadata error) and fails the batches bound for that node.
 """
 import logging
 import random
@@ -14,22 +20,27 @@ import struct
 from kcore import Selector, recv_into, send_buffers
 from pyprod import errors
 from pyprod.cluster import Broker, Cluster, PartitionInfo
-from pyprod.connection import (CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, MAX_DELAY_MS,
-                               READY, BrokerConnection, InFlightRequest)
+from pyprod.connection import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,
+                               HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP, BrokerConnection,
+                               InFlightRequest)
 from pyprod.metadata import now_ms
 from pyprod.protocol import BY_KEY, api_versions, header
 from pyprod.protocol import metadata as metadata_api
 from pyprod.protocol.wire import Reader, Writer
+from pyprod.sasl_authenticator import SaslClientAuthenticator
+from pyprod.ssl_factory import create_ssl_context
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NetworkClient", "ClientResponse", "DISCONNECTED", "CONNECTING",
-           "CHECKING_API_VERSIONS", "READY", "MAX_DELAY_MS"]
+__all__ = ["NetworkClient", "ClientResponse", "DISCONNECTED", "CONNECTING", "HANDSHAKING",
+           "CHECKING_API_VERSIONS", "AUTHENTICATING", "READY", "MAX_DELAY_MS",
+           "is_authentication_failure"]
 
 API_VERSIONS_FIRST = 3  # what we ask first; UNSUPPORTED_VERSION answers step down from there
 _I32 = struct.Struct(">i")
 _INTERNAL_API_VERSIONS = "api_versions"
 _INTERNAL_METADATA = "metadata"
+_INTERNAL_SASL = "sasl"
 _IDLE_CHECK_MS = 1000
 _MAX_WAIT_MS = 86_400_000  # select() refuses huge timeouts
 _R = selectors.EVENT_READ
@@ -56,6 +67,12 @@ class ClientResponse:
             self.node_id, self.api_key, self.api_version, self.correlation_id,
             "error=%r" % (self.error,) if self.error is not None else
             "%s bytes" % (None if self.body is None else len(self.body)), self.latency_ms)
+
+
+def is_authentication_failure(error):
+    """A refused TLS handshake or SASL exchange: retrying it as it is cannot help."""
+    return isinstance(error, (errors.AuthenticationFailedError,
+                              errors.UnsupportedSaslMechanismError, errors.IllegalSaslStateError))
 
 
 def _api_module(api_key):
@@ -85,6 +102,8 @@ class NetworkClient:
         self._idle_ms = int(config.get("connections_max_idle_ms", 540000))
         self._reconnect_backoff_ms = int(config.get("reconnect_backoff_ms", 50))
         self._auto_create = bool(config.get("allow_auto_create_topics", True))
+        self._ssl_context = create_ssl_context(config) if "security_protocol" in config else None
+        self._sasl = str(config.get("security_protocol", "")).startswith("SASL_")
         self._sel = Selector()
         self._wake_pending = False
         self._wake_r, self._wake_w = socket.socketpair()
@@ -109,8 +128,8 @@ class NetworkClient:
         if conn is None:
             if broker is None:
                 return None
-            conn = self._conns[node_id] = BrokerConnection(node_id, broker.host, broker.port,
-                                                           self.config)
+            conn = self._conns[node_id] = BrokerConnection(
+                node_id, broker.host, broker.port, self.config, ssl_context=self._ssl_context)
         elif broker is not None and conn.state == DISCONNECTED and \
                 (conn.host, conn.port) != (broker.host, broker.port):
             conn.host, conn.port, conn._addrs = broker.host, broker.port, []
@@ -162,6 +181,14 @@ class NetworkClient:
         conn = self._conns.get(node_id)
         return None if conn is None else conn.error
 
+    def authentication_error(self, node_id):
+        """The error of node_id's last connection if the broker refused its authentication (or
+        we refused the broker's certificate), while it is disconnected; else None."""
+        conn = self._conns.get(node_id)
+        if conn is None or conn.state != DISCONNECTED or not is_authentication_failure(conn.error):
+            return None
+        return conn.error
+
     def connection(self, node_id):
         """The node's BrokerConnection (diagnostics and tests), or None."""
         return self._conns.get(node_id)
@@ -202,7 +229,7 @@ class NetworkClient:
                     return node
                 if n < least:
                     least, found_ready = n, node
-            elif conn is not None and conn.state in (CONNECTING, CHECKING_API_VERSIONS):
+            elif conn is not None and conn.state in SETTING_UP:
                 found_connecting = node
             elif conn is None or conn.can_connect(now):
                 last = -MAX_DELAY_MS if conn is None else conn.last_attempt_ms
@@ -243,7 +270,70 @@ class NetworkClient:
         except errors.KafkaConnectionError as e:
             self._close(conn, e, now)
             return
-        self._send_api_versions(conn, min(API_VERSIONS_FIRST, api_versions.MAX_VERSION), now)
+        if conn.state == HANDSHAKING:
+            self._handshake(conn, now)
+        else:
+            self._send_api_versions(conn, min(API_VERSIONS_FIRST, api_versions.MAX_VERSION), now)
+
+    def _handshake(self, conn, now):
+        try:
+            done = conn.handshake(now)
+        except errors.KafkaConnectionError as e:
+            self._close(conn, e, now)
+            return
+        if done:
+            log.debug("Node %s: TLS handshake done (%s)", conn.node_id, conn.sock.version())
+            self._send_api_versions(conn, min(API_VERSIONS_FIRST, api_versions.MAX_VERSION), now)
+        else:
+            self._update_interest(conn)
+
+    # -- SASL (SaslClientAuthenticator drives it; these send and route its requests) --
+
+    def _start_authentication(self, conn, now):
+        conn.state = AUTHENTICATING
+        conn.connect_deadline_ms = now + self._request_timeout_ms
+        conn.authenticator = SaslClientAuthenticator(self.config, conn.host, conn.node_id)
+        try:
+            request = conn.authenticator.start(conn.api_versions)
+        except errors.KafkaError as e:
+            self._close(conn, e, now)
+            return
+        self._send_sasl(conn, request, now)
+
+    def _send_sasl(self, conn, request, now):
+        api_key, version, body = request
+        self._enqueue(conn, api_key, version, body, True, None, self._request_timeout_ms, now,
+                      _INTERNAL_SASL)
+
+    def _handle_sasl(self, conn, req, body, now):
+        try:
+            request = conn.authenticator.on_response(req.api_key, req.api_version, body)
+        except errors.KafkaError as e:
+            self._close(conn, e, now)
+            return
+        if request is not None:
+            self._send_sasl(conn, request, now)
+            return
+        conn.reauth_at_ms = conn.authenticator.reauth_at(now)
+        log.debug("Node %s: SASL %s authentication done%s", conn.node_id,
+                  conn.authenticator.mechanism_name, "" if conn.reauth_at_ms is None else
+                  ", session of %d ms" % conn.authenticator.session_lifetime_ms)
+        conn.set_ready(conn.api_versions)
+
+    def _maybe_reauthenticate(self, now):
+        """KIP-368: a READY connection whose SASL session nears its end authenticates again."""
+        for conn in self._conns.values():
+            if conn.state == READY and conn.reauth_at_ms is not None and \
+                    now >= conn.reauth_at_ms:
+                log.debug("Node %s: re-authenticating (SASL session ends soon)", conn.node_id)
+                conn.reauth_at_ms = None
+                self._start_authentication(conn, now)
+
+    def _update_interest(self, conn):
+        mask = _RW if conn.wants_write else _R
+        if conn.sock is not None and mask != conn.sel_mask:
+            self._sel.modify(conn.sock, mask, conn)
+            conn.sel_mask = mask
 
     def _send_api_versions(self, conn, version, now):
         self._enqueue(conn, api_versions.API_KEY, version, api_versions.encode_request(version),
@@ -281,6 +371,10 @@ class NetworkClient:
         if resp.error_code:
             self._close(conn, errors.for_code(resp.error_code)(
                 "ApiVersions request to node %s failed" % conn.node_id), now)
+            return
+        if self._sasl:
+            conn.api_versions = ranges
+            self._start_authentication(conn, now)
             return
         conn.set_ready(ranges)
         log.debug("Node %s is READY (ApiVersions v%d)", conn.node_id, req.api_version)
@@ -338,10 +432,7 @@ class NetworkClient:
             return
         for req in done:  # acks=0 style requests complete once written (Java)
             self._complete(conn, req, None, None, now)
-        mask = _RW if conn.wants_write else _R
-        if conn.sock is not None and mask != conn.sel_mask:
-            self._sel.modify(conn.sock, mask, conn)
-            conn.sel_mask = mask
+        self._update_interest(conn)
 
     # -- closing --
 
@@ -356,6 +447,9 @@ class NetworkClient:
         if error is not None:
             log.info("Node %s (%s:%s) disconnected%s: %s", conn.node_id, conn.host, conn.port,
                      " while %s" % was.lower() if was != READY else "", error)
+        if is_authentication_failure(error):
+            log.error("Node %s (%s:%s): %s", conn.node_id, conn.host, conn.port, error)
+            self.metadata.set_fatal_error(error)
         if failed and error is not None and not error.retriable:
             # e.g. a bogus frame size: the requests themselves only lost their connection
             cause, error = error, errors.KafkaConnectionError(
@@ -412,6 +506,7 @@ class NetworkClient:
         if self._closed:
             raise errors.IllegalStateError("NetworkClient is closed")
         now = now_ms()
+        self._maybe_reauthenticate(now)
         metadata_timeout = self._maybe_update_metadata(now)
         wait = self._request_timeout_ms if timeout_ms is None else timeout_ms
         wait = min(wait, metadata_timeout, self._next_deadline() - now)
@@ -446,6 +541,10 @@ class NetworkClient:
             self._on_connected(conn, now)
             if conn.sock is None:
                 return
+        if conn.state == HANDSHAKING:
+            self._handshake(conn, now)
+            if conn.state == HANDSHAKING or conn.sock is None:
+                return
         if mask & selectors.EVENT_WRITE and conn.wants_write:
             self._write(conn, now)
         if mask & selectors.EVENT_READ and conn.sock is not None:
@@ -473,6 +572,8 @@ class NetworkClient:
             self._handle_api_versions(conn, req, body, now)
         elif req.internal == _INTERNAL_METADATA:
             self._handle_metadata(conn, req, body, now)
+        elif req.internal == _INTERNAL_SASL:
+            self._handle_sasl(conn, req, body, now)
         else:
             self._complete(conn, req, body, None, now)
 
@@ -491,11 +592,11 @@ class NetworkClient:
 
     def _handle_timeouts(self, now):
         for conn in list(self._conns.values()):
-            if conn.state in (CONNECTING, CHECKING_API_VERSIONS) and \
-                    now >= conn.connect_deadline_ms:
+            if conn.state in SETTING_UP and now >= conn.connect_deadline_ms:
                 self._close(conn, errors.KafkaConnectionError(
-                    "timed out after %d ms connecting to node %s (%s:%s)" % (
-                        self._request_timeout_ms, conn.node_id, conn.host, conn.port)), now)
+                    "timed out after %d ms connecting to node %s (%s:%s) in state %s" % (
+                        self._request_timeout_ms, conn.node_id, conn.host, conn.port,
+                        conn.state)), now)
                 continue
             if conn.state == DISCONNECTED or not conn.in_flight:
                 continue
@@ -539,7 +640,7 @@ class NetworkClient:
         if self._can_send(conn):
             self._send_metadata_request(conn, now)
             return MAX_DELAY_MS
-        if any(c.state in (CONNECTING, CHECKING_API_VERSIONS) for c in self._conns.values()):
+        if any(c.state in SETTING_UP for c in self._conns.values()):
             return self._reconnect_backoff_ms  # let that connection finish first
         conn = self._conn_for(node)
         if conn is not None and conn.can_connect(now):

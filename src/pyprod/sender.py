@@ -121,8 +121,11 @@ class Sender(threading.Thread):
         for node in result.ready_nodes:
             if self.client.ready(node, now):
                 ready.add(node)
-            else:
-                not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
+                continue
+            refused = self.client.authentication_error(node)
+            if refused is not None:  # fail fast: waiting cannot help a refused authentication
+                self._fail_node(cluster, node, refused, now)
+            not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
         timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
                       self._next_deadline_delay(now))
         if not ready:
@@ -137,6 +140,11 @@ class Sender(threading.Thread):
                 self._send_produce_request(node, node_batches, now)
                 sent = True
         return 0 if sent else max(0, timeout)  # after a send, more may be sendable at once
+
+    def _fail_node(self, cluster, node, error, now):
+        for batch in self.accumulator.drain(cluster, {node}, self.max_request_size, now).get(
+                node, ()):
+            self._fail(batch, error)
 
     # -- expiry -----------------------------------------------------------------------------
     def _expire(self, now):

@@ -22,7 +22,8 @@ def test_acks(acks, expected):
 
 @pytest.mark.parametrize("bad", [{"acks": 2}, {"acks": True}, {"compression_type": "brotli"},
                                  {"batch_size": -1}, {"linger_ms": "5"}, {"buffer_memory": 0},
-                                 {"no_such_key": 1}, {"security_protocol": "SSL"},
+                                 {"no_such_key": 1}, {"security_protocol": "TLS"},
+                                 {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"},
                                  {"bootstrap_servers": "host:notaport"},
                                  {"bootstrap_servers": []}])
 def test_bad_configs_raise(bad):

@@ -80,6 +80,9 @@ class FakeClient:
     def ready(self, node, now):
         return node in self.ready_nodes
 
+    def authentication_error(self, node):
+        return None
+
     def connection_delay(self, node, now):
         return 50
 

@@ -1,1 +1,54 @@
-"""SASL mechanisms."""
+"""SASL mechanisms (Java's SaslClient implementations, one file each).
+
+A mechanism is created per authentication, from the producer config and the broker's host:
+``first()`` gives the client's initial response; ``evaluate(challenge)`` gives the next client
+message, or None once the exchange is complete on the client's side. Failures raise
+``SaslAuthenticationFailedError``; nothing a mechanism raises or logs carries a secret.
+"""
+from pyprod.errors import KafkaConfigurationError
+
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+
+
+def create(config, host):
+    """A fresh mechanism object for config['sasl_mechanism'] towards broker ``host``."""
+    name = config["sasl_mechanism"]
+    if name == "PLAIN":
+        from .plain import PlainSaslClient
+        return PlainSaslClient(config["sasl_plain_username"], config["sasl_plain_password"])
+    if name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        from .scram import ScramSaslClient
+        return ScramSaslClient(name, config["sasl_plain_username"], config["sasl_plain_password"])
+    if name == "OAUTHBEARER":
+        from .oauthbearer import OAuthBearerSaslClient
+        return OAuthBearerSaslClient(config["sasl_oauth_token_provider"])
+    if name == "GSSAPI":
+        from .gssapi import GssapiSaslClient
+        return GssapiSaslClient(config["sasl_kerberos_service_name"],
+                                config["sasl_kerberos_domain_name"] or host,
+                                config["sasl_kerberos_name"])
+    raise KafkaConfigurationError("sasl_mechanism must be one of %s, got %r" % (MECHANISMS, name))
+
+
+def check_config(config):
+    """Fail at construction for a SASL config that cannot work (no secret in the message)."""
+    name = config["sasl_mechanism"]
+    if name not in MECHANISMS:
+        raise KafkaConfigurationError(
+            "sasl_mechanism must be one of %s, got %r" % (MECHANISMS, name))
+    if name in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        for key in ("sasl_plain_username", "sasl_plain_password"):
+            if not isinstance(config[key], str) or not config[key]:
+                raise KafkaConfigurationError("%s is required for sasl_mechanism %s" % (key, name))
+    elif name == "OAUTHBEARER":
+        provider = config["sasl_oauth_token_provider"]
+        if provider is None or not callable(getattr(provider, "token", None)):
+            raise KafkaConfigurationError(
+                "sasl_oauth_token_provider (an object with a token() method) is required "
+                "for sasl_mechanism OAUTHBEARER")
+    elif name == "GSSAPI":
+        try:
+            import gssapi  # noqa: F401
+        except ImportError:
+            raise KafkaConfigurationError(
+                "sasl_mechanism GSSAPI needs the 'gssapi' package (pip install gssapi)") from None
