@@ -326,11 +326,17 @@ def _quiet_logger():
 class KafkaCluster:
     """``nodes`` Kafka 4.x processes in KRaft combined mode on free 127.0.0.1 ports."""
 
+    format_args: tuple = ()  # extra `kafka-storage format` arguments (subclasses: --add-scram)
+
     def __init__(self, nodes: int = 1, log_dir: str | None = None,
                  broker_props: dict | None = None, *, version: str | None = None,
-                 heap: str | None = None, jvm_opts: list[str] | None = None):
+                 heap: str | None = None, jvm_opts: list[str] | None = None,
+                 ports: list[int] | None = None):
         if not isinstance(nodes, int) or not 1 <= nodes <= 9:
             raise ValueError(f"nodes must be an int in 1..9, got {nodes!r}")
+        if ports is not None and len(ports) != nodes:
+            raise ValueError(f"ports: one client port per node, got {ports!r}")
+        self._want_ports = list(ports or [])  # client listener ports (default: free ones)
         self.nodes = nodes
         self.version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
         self._own_dir = log_dir is None
@@ -483,8 +489,9 @@ class KafkaCluster:
             if self._own_dir:
                 self.log_dir = tempfile.mkdtemp(prefix="pyprod-kafka-")
         if not self._ports:
-            ports = free_ports(2 * self.nodes)
-            self._ports, self._ctl_ports = ports[: self.nodes], ports[self.nodes:]
+            ports = [p for p in free_ports(3 * self.nodes) if p not in self._want_ports]
+            self._ports = self._want_ports or ports[: self.nodes]
+            self._ctl_ports = ports[-self.nodes:]
         cfgs = [self._write_config(i) for i in range(self.nodes)]
         if not self._formatted:
             self._format(cfgs)
@@ -504,7 +511,8 @@ class KafkaCluster:
         # bootstrap.checkpoint and their own meta.properties, which is all `format` writes.
         out = os.path.join(self.node_dir(0), "format.log")
         argv = self._java(0, "kafka.tools.StorageTool", "format", "--config", cfgs[0],
-                          "--cluster-id", self.cluster_id, "--ignore-formatted")
+                          "--cluster-id", self.cluster_id, "--ignore-formatted",
+                          *self.format_args)
         argv[1:3] = ["-Xmx256m", "-XX:TieredStopAtLevel=1"]  # short-lived: fast JIT only
         p = spawn(argv, log_path=out)
         if p.wait(120) != 0:

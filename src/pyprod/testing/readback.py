@@ -4,6 +4,9 @@ Two readers (kafka-python's KafkaConsumer and confluent-kafka's Consumer, both w
 assignment of every partition from the beginning, no consumer group) return the same
 normalized :class:`Record` lists, sorted by (partition, offset). :func:`compare` checks a
 list of sent records against them and fails with a message naming the first difference.
+Both take ``security=``: a dict of kafka-python settings (security_protocol, sasl_*, ssl_*,
+e.g. ``SecureKafkaCluster.client_config()``), translated for confluent-kafka by
+:func:`confluent_security`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections import defaultdict
 from typing import Iterable, NamedTuple
 
 __all__ = ["Record", "Sent", "read_all", "read_all_kafka_python", "read_all_confluent",
-           "compare", "normalize_headers"]
+           "compare", "normalize_headers", "confluent_security"]
 
 
 class Record(NamedTuple):
@@ -61,8 +64,47 @@ def _need(expected_count, n, ends, positions) -> bool:
     return not at_end or (expected_count is not None and n < expected_count)
 
 
+# kafka-python security setting -> librdkafka property
+_CONFLUENT_KEYS = {
+    "security_protocol": "security.protocol", "sasl_mechanism": "sasl.mechanism",
+    "sasl_plain_username": "sasl.username", "sasl_plain_password": "sasl.password",
+    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
+    "ssl_cafile": "ssl.ca.location", "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location", "ssl_password": "ssl.key.password",
+    "ssl_crlfile": "ssl.crl.location", "ssl_ciphers": "ssl.cipher.suites",
+}
+
+
+def confluent_security(security: dict | None) -> dict:
+    """confluent-kafka properties for kafka-python security settings (``bootstrap_servers``
+    is ignored; a setting with no librdkafka equivalent is a ValueError)."""
+    out = {}
+    for k, v in (security or {}).items():
+        if v is None or k == "bootstrap_servers":
+            continue
+        if k in _CONFLUENT_KEYS:
+            out[_CONFLUENT_KEYS[k]] = v
+        elif k == "ssl_check_hostname":
+            out["ssl.endpoint.identification.algorithm"] = "https" if v else "none"
+        elif k == "sasl_oauth_token_provider":
+            out["oauth_cb"] = _oauth_cb(v)
+        else:
+            raise ValueError(f"no confluent-kafka equivalent for {k!r}")
+    if out.get("sasl.mechanism") == "GSSAPI":
+        out.setdefault("sasl.kerberos.kinit.cmd", "")  # MIT krb5 uses KRB5_CLIENT_KTNAME
+    return out
+
+
+def _oauth_cb(provider):
+    def cb(_config):  # (token, absolute expiry in s, principal, extensions)
+        return (provider.token(), time.time() + 3600, getattr(provider, "sub", "") or "",
+                dict(provider.extensions() or {}))
+    return cb
+
+
 def read_all_kafka_python(bootstrap: str, topic: str, expected_count: int | None = None,
-                          timeout: float = 30.0, **consumer_config) -> list[Record]:
+                          timeout: float = 30.0, *, security: dict | None = None,
+                          **consumer_config) -> list[Record]:
     """All records of ``topic`` via kafka-python: read up to the end offsets seen at start
     and until ``expected_count`` records arrived; TimeoutError if that takes > ``timeout``."""
     from kafka import KafkaConsumer, TopicPartition
@@ -71,6 +113,7 @@ def read_all_kafka_python(bootstrap: str, topic: str, expected_count: int | None
     deadline = time.monotonic() + timeout
     cfg = dict(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                auto_offset_reset="earliest", consumer_timeout_ms=500)
+    cfg.update({k: v for k, v in (security or {}).items() if k != "bootstrap_servers"})
     cfg.update(consumer_config)
     consumer = KafkaConsumer(**cfg)
     try:
@@ -112,7 +155,8 @@ def read_all_kafka_python(bootstrap: str, topic: str, expected_count: int | None
 
 
 def read_all_confluent(bootstrap: str, topic: str, expected_count: int | None = None,
-                       timeout: float = 30.0, **consumer_config) -> list[Record]:
+                       timeout: float = 30.0, *, security: dict | None = None,
+                       **consumer_config) -> list[Record]:
     """Same as :func:`read_all_kafka_python` with confluent-kafka (librdkafka)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition, OFFSET_BEGINNING
 
@@ -120,6 +164,7 @@ def read_all_confluent(bootstrap: str, topic: str, expected_count: int | None = 
     cfg = {"bootstrap.servers": bootstrap, "group.id": f"pyprod-readback-{uuid.uuid4().hex}",
            "enable.auto.commit": False, "enable.partition.eof": False,
            "auto.offset.reset": "earliest"}
+    cfg.update(confluent_security(security))
     cfg.update(consumer_config)
     consumer = Consumer(cfg)
     try:
