@@ -216,7 +216,7 @@ class BrokerConnection:
             self.sock = self._ssl_context.wrap_socket(
                 self.sock, server_hostname=self.host, do_handshake_on_connect=False)
         except (OSError, ValueError) as e:
-            raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from None
+            raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from e
         self._tls = True
         self.state = HANDSHAKING
         self._hs_wants_write = True
@@ -232,7 +232,7 @@ class BrokerConnection:
             self._hs_wants_write = True
             return False
         except OSError as e:
-            raise ssl_failure(e, self.node_id, self.host, self.port, "handshake") from None
+            raise ssl_failure(e, self.node_id, self.host, self.port, "handshake") from e
         self.last_activity_ms = now
         self.state = CHECKING_API_VERSIONS
         return True
@@ -302,7 +302,7 @@ class BrokerConnection:
                 break
             except OSError as e:
                 if self._tls:
-                    raise ssl_failure(e, self.node_id, self.host, self.port, "write") from None
+                    raise ssl_failure(e, self.node_id, self.host, self.port, "write") from e
                 raise errors.KafkaConnectionError(
                     "send to node %s failed: %s" % (self.node_id, e)) from None
             if not n:
@@ -373,7 +373,7 @@ class BrokerConnection:
         except _SSL_CLOSED:
             return 0
         except ssl.SSLError as e:
-            raise ssl_failure(e, self.node_id, self.host, self.port, "read") from None
+            raise ssl_failure(e, self.node_id, self.host, self.port, "read") from e
 
     # -- receiving --
 
