@@ -65,6 +65,7 @@ WORKLOADS = {
     "lz4": {"value_size": 100, "compression": "lz4"},
     "zstd": {"value_size": 100, "compression": "zstd"},
     "acks-all-idempotent": {"value_size": 100, "acks": "all", "idempotent": True},
+    "sasl_ssl": {"value_size": 100, "security": "SASL_SSL"},
 }
 QUICK_WORKLOADS = ("100B", "lz4")
 DESCRIBE = {
@@ -74,8 +75,11 @@ DESCRIBE = {
     "lz4": "100-byte values, lz4",
     "zstd": "100-byte values, zstd",
     "acks-all-idempotent": "100-byte values, acks=all, idempotence on",
+    "sasl_ssl": "100-byte values, keyless, SASL_SSL with SCRAM-SHA-512 (TLS 1.3)",
 }
-SKIP = {("java", "100B-keyed"): "ProducerPerformance sends no keys"}
+SKIP = {("java", "100B-keyed"): "ProducerPerformance sends no keys",
+        ("java", "sasl_ssl"): "not wired to the secured listener",
+        ("aiokafka", "sasl_ssl"): "not wired to the secured listener"}
 
 
 def workload_spec(name: str, batch_size=None) -> dict:
@@ -83,7 +87,7 @@ def workload_spec(name: str, batch_size=None) -> dict:
     return {"workload": name, "value_size": w["value_size"], "keyed": w.get("keyed", False),
             "compression": w.get("compression"), "acks": w.get("acks", 1),
             "idempotent": w.get("idempotent", False), "linger_ms": LINGER_MS,
-            "batch_size": batch_size}
+            "batch_size": batch_size, "security": w.get("security")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,6 +157,7 @@ def _kafka_python_like(cls, spec, extra=None):
               enable_idempotence=spec["idempotent"])
     if spec["batch_size"]:
         kw["batch_size"] = spec["batch_size"]
+    kw.update(spec.get("security_config") or {})
     kw.update(extra or {})
     p = cls(**kw)
     topic, value, keys, n = spec["topic"], _value(spec["value_size"]), _keys(spec), spec["records"]
@@ -207,6 +212,9 @@ def _run_confluent(spec):
         conf["compression.type"] = spec["compression"]
     if spec["batch_size"]:
         conf["batch.size"] = spec["batch_size"]
+    if spec.get("security_config"):
+        from pyprod.testing.readback import confluent_security
+        conf.update(confluent_security(spec["security_config"]))
     p = Producer(conf)
     topic, value, keys, n = spec["topic"], _value(spec["value_size"]), _keys(spec), spec["records"]
     for i in range(spec["partitions"]):
@@ -427,20 +435,31 @@ def run_java(spec, timeout):
 
 
 class Broker:
-    """The one Kafka broker of a run: started here (KafkaCluster) or given by address."""
+    """The one Kafka broker of a run: started here (KafkaCluster) or given by address. With
+    ``secured``, it is a SecureKafkaCluster: the same broker, plus a SASL_SSL listener."""
 
-    def __init__(self, bootstrap=None):
+    def __init__(self, bootstrap=None, secured=False):
         self.cluster = None
         self.bootstrap = bootstrap
+        self.secured = secured
         self._admin = None
 
     def __enter__(self):
         if not self.bootstrap:
             from pyprod.testing import KafkaCluster
+            from pyprod.testing.security import SecureKafkaCluster
             print("starting a 1-node Kafka broker ...", file=sys.stderr, flush=True)
-            self.cluster = KafkaCluster(nodes=1).start()
+            self.cluster = (SecureKafkaCluster(kerberos=False) if self.secured
+                            else KafkaCluster(nodes=1)).start()
             self.bootstrap = self.cluster.bootstrap_servers
         return self
+
+    def client_address(self, spec):
+        """(bootstrap, kafka-python security settings) for the workload's listener."""
+        if not spec.get("security"):
+            return self.bootstrap, None
+        config = self.cluster.client_config(spec["security"], mechanism="SCRAM-SHA-512")
+        return config.pop("bootstrap_servers"), config
 
     def __exit__(self, *exc):
         if self.cluster is not None:
@@ -499,7 +518,9 @@ class Broker:
 
 def run_one(broker, spec, timeout=None, rss_every=None) -> dict:
     """Create a topic, run one client on it, check every record landed, delete the topic."""
-    spec = dict(spec, bootstrap=broker.bootstrap, partitions=spec.get("partitions", PARTITIONS),
+    bootstrap, security = broker.client_address(spec)
+    spec = dict(spec, bootstrap=bootstrap, security_config=security,
+                partitions=spec.get("partitions", PARTITIONS),
                 threads=spec.get("threads", 1),
                 topic=f"cmp-{spec['client']}-{spec['workload']}-{uuid.uuid4().hex[:8]}")
     broker.create(spec["topic"], spec["partitions"])
@@ -920,7 +941,10 @@ def main(argv=None, command=None) -> int:
 
     runs = []
     t_start = time.monotonic()
-    with Broker(args.bootstrap_servers) as broker:
+    secured = any(WORKLOADS[w].get("security") for w in workloads)
+    if secured and args.bootstrap_servers:
+        ap.error("the sasl_ssl workload needs the broker compare.py starts (no --bootstrap-servers)")
+    with Broker(args.bootstrap_servers, secured) as broker:
         warm = min(n, 300_000) if args.broker_warmup is None else args.broker_warmup
         if warm:
             warm_broker(broker, clients, workloads, warm, args.batch_size)
