@@ -1,6 +1,6 @@
 """pyprod over every secured listener of a real Kafka broker: TLS, mutual TLS and each SASL
 mechanism, 20k keyed records with headers, read back by an independent client over the same
-listener (exactly once, in order per partition)."""
+listener by kafka-python (exactly once, in order per partition)."""
 import random
 
 import pytest
@@ -36,7 +36,8 @@ def test_round_trip(kafka_secure, topic, listener, mechanism):
     sent = records(N, seed=hash((listener, mechanism)) & 0xffff)
     with KafkaProducer(linger_ms=5, **config) as producer:
         produce(producer, name, sent)
-    compare(sent, read_all(kafka_secure.bootstrap_servers, name, expected_count=N))
+    # read back by kafka-python over the same secured listener
+    compare(sent, read_all(config["bootstrap_servers"], name, expected_count=N, security=config))
 
 
 def test_encrypted_client_key_and_user_context(kafka_secure, topic):
