@@ -4,9 +4,14 @@ Like Spark's built-in Kafka sink: ``topic`` and ``kafka.<Java producer config>``
 strings, as Spark passes them). ``kafka.linger.ms`` becomes ``linger_ms=5`` through
 :func:`pyprod.config.from_java_names`; values are converted to the type of pyprod's default.
 Anything else is rejected with a KafkaConfigurationError naming the option.
+
+Security options that do not map by name (``kafka.sasl.jaas.config``, truststores and
+keystores, ``kafka.ssl.endpoint.identification.algorithm``) go through
+:mod:`pyprod.spark.security`. No message shows the value of an option holding a secret.
 """
 from pyprod import config as configuration
 from pyprod.errors import KafkaConfigurationError
+from pyprod.spark import security, stores
 
 PREFIX = "kafka."
 
@@ -32,7 +37,7 @@ def _typed(key, text):
         low = text.strip().lower()
         if low in _TRUE or low in _FALSE:
             return low in _TRUE
-        raise KafkaConfigurationError("expected true or false, got %r" % (text,))
+        raise KafkaConfigurationError("expected true or false")
     if key == "acks":
         return text.strip()  # 'all', '1', '0', '-1': checked by pyprod.config
     if key in _INT_CONFIGS or (isinstance(default, (int, float)) and default is not None):
@@ -42,14 +47,20 @@ def _typed(key, text):
             try:
                 return float(text)
             except ValueError:
-                raise KafkaConfigurationError("expected a number, got %r" % (text,)) from None
+                raise KafkaConfigurationError("expected a number") from None
     return text
 
 
 def producer_configs(java_props):
     """{'linger.ms': '5', ...} (Java names, string values) -> {'linger_ms': 5, ...}, checked."""
+    return check(_from_java(java_props))
+
+
+def _from_java(java_props):
+    props = dict(java_props)
+    derived, sources = security.extract(props)
     out = {}
-    for name, text in java_props.items():
+    for name, text in props.items():
         if name in ("key.serializer", "value.serializer"):
             raise KafkaConfigurationError(
                 "option %r is not supported: keys and values are sent as bytes (string "
@@ -67,9 +78,30 @@ def producer_configs(java_props):
         try:
             out[key] = _typed(key, text)
         except KafkaConfigurationError as e:
-            raise KafkaConfigurationError("option %r: %s" % (PREFIX + name, e.args[0])) from None
-    check(out)
-    return out
+            shown = "" if security.is_secret(name) else ", got %r" % (text,)
+            raise KafkaConfigurationError(
+                "option %r: %s%s" % (PREFIX + name, e.args[0], shown)) from None
+    return security.merge(out, derived, sources, lambda key: PREFIX + key.replace("_", "."))
+
+
+def python_configs(producer_config):
+    """publish()'s keyword arguments, checked: pyprod's keys, and Spark's option names for
+    what has no pyprod key (any name with a dot, 'kafka.' optional, such as
+    ``**{"kafka.sasl.jaas.config": ...}``)."""
+    plain, java = {}, {}
+    for name, value in producer_config.items():
+        if "." not in name:
+            plain[name] = value
+            continue
+        low = name.lower()
+        java[low[len(PREFIX):] if low.startswith(PREFIX) else low] = value
+    out = dict(plain)
+    for key, value in _from_java(java).items():
+        if key in plain and plain[key] != value:
+            raise KafkaConfigurationError(
+                "%s is set twice (as %s and through a dotted option name)" % (key, key))
+        out[key] = value
+    return check(out, required="bootstrap_servers")
 
 
 def check(configs, required="option 'kafka.bootstrap.servers'"):
@@ -78,7 +110,7 @@ def check(configs, required="option 'kafka.bootstrap.servers'"):
         raise KafkaConfigurationError(
             "%s is required (e.g. 'host1:9092,host2:9092')" % (required,))
     try:
-        configuration.build(**configs)
+        configuration.build(**stores.for_validation(configs))
     except KafkaConfigurationError as e:
         raise KafkaConfigurationError("bad producer config: %s" % (e.args[0],)) from None
     return configs

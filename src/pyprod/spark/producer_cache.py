@@ -33,7 +33,8 @@ CLOSE_TIMEOUT_S = 30.0
 
 def _default_factory(config):
     from pyprod.producer import KafkaProducer
-    return KafkaProducer(**config)
+    from pyprod.spark.stores import materialize  # PKCS12 stores -> PEM files, here
+    return KafkaProducer(**materialize(config))
 
 
 def _generation():

@@ -11,12 +11,14 @@ _COUNT_SCHEMA = "records long"
 
 def publish(df, topic=None, **producer_config):
     """Write ``df`` to Kafka; the number of records written. ``producer_config`` takes
-    KafkaProducer's keyword arguments (``bootstrap_servers=...``, ``linger_ms=...``). Bad
-    columns or configs raise before any task runs; a delivery error fails the job."""
+    KafkaProducer's keyword arguments (``bootstrap_servers=...``, ``linger_ms=...``), and
+    format("pyprod")'s dotted option names for what has no keyword (``**{"kafka.sasl.jaas.config":
+    ..., "kafka.ssl.truststore.location": ...}``). Bad columns or configs raise before any task
+    runs; a delivery error fails the job."""
     if topic is not None and (not isinstance(topic, str) or not topic):
         raise ValueError("topic must be a non-empty str or None (then the 'topic' column)")
-    settings = task_writer.settings_for(df.schema, topic, sink_options.check(
-        producer_config, required="bootstrap_servers"))
+    settings = task_writer.settings_for(df.schema, topic,
+                                        sink_options.python_configs(producer_config))
     if hasattr(df, "mapInArrow"):
         return publish_arrow(df, settings)
     return publish_rows(df, settings)

@@ -14,7 +14,7 @@ from pyprod.spark.producer_cache import default_cache
 class SinkSettings:
     """Everything a task needs (picklable): the topic option, producer configs, columns."""
     topic: object            # str, or None for the 'topic' column
-    configs: dict = field(hash=False)
+    configs: dict = field(hash=False, repr=False)  # holds secrets: never in a repr
     columns: cols_mod.Columns = None
 
     def describe(self):
