@@ -6,6 +6,12 @@ kafka3         three-node Kafka cluster (min.insync.replicas=2), session-scoped,
                only when a test asks for it
 topic          factory: topic() -> name of a new 6-partition topic on `kafka`;
                topic(partitions=3, cluster=kafka3, replication_factor=3, configs={...})
+kafka_secure   one-node Kafka with SSL, mTLS and SASL listeners and a Kerberos KDC
+               (pyprod.testing.security.SecureKafkaCluster), session-scoped, started only when
+               a test asks for it; while it runs, os.environ holds kdc.client_env() so GSSAPI
+               clients find their keytab
+kafka_secure_factory  factory: kafka_secure_factory(kerberos=False, ...) -> a private, started
+               SecureKafkaCluster (to restart or break), stopped after the test
 tansu          tansu broker (in-memory), session-scoped
 mock_cluster   librdkafka mock cluster with 3 brokers, fresh per test
 
@@ -24,7 +30,7 @@ import pytest
 
 from pyprod.testing.kafka_cluster import KafkaCluster, KafkaLibsUnavailable, java_executable
 
-BROKER_FIXTURES = ("kafka", "kafka3", "tansu", "mock_cluster")
+BROKER_FIXTURES = ("kafka", "kafka3", "kafka_secure", "tansu", "mock_cluster")
 
 
 def _loud(msg: str) -> None:
@@ -91,6 +97,44 @@ def kafka3():
         pytest.fail(f"3-node Kafka unavailable: {e}")
     yield cluster
     cluster.stop(kill=True)  # throw-away data: no need for three controlled shutdowns
+
+
+@pytest.fixture(scope="session")
+def kafka_secure():
+    """A started SecureKafkaCluster (with KDC); a missing KDC or `cryptography` fails."""
+    from pyprod.testing.security import SecureKafkaCluster
+
+    reason = _kafka_unavailable_reason()
+    if reason:
+        pytest.fail(f"secured Kafka unavailable: {reason}")
+    cluster = SecureKafkaCluster()
+    cluster.start()
+    saved = {k: os.environ.get(k) for k in cluster.kdc.client_env()}
+    os.environ.update(cluster.kdc.client_env())
+    yield cluster
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    cluster.stop(kill=True)
+
+
+@pytest.fixture
+def kafka_secure_factory():
+    """``kafka_secure_factory(**SecureKafkaCluster kwargs)`` -> a private started cluster."""
+    from pyprod.testing.security import SecureKafkaCluster
+
+    started = []
+
+    def make(**kwargs):
+        cluster = SecureKafkaCluster(**kwargs)
+        started.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in started:
+        cluster.stop(kill=True)
 
 
 @pytest.fixture(scope="session")
