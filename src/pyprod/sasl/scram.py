@@ -28,12 +28,12 @@ def _attributes(message, what):
 
 
 class ScramSaslClient:
-    def __init__(self, mechanism, username, password):
+    def __init__(self, mechanism, username, password, nonce=None):
         self.name = mechanism
         self._hash = _HASHES[mechanism]
         self._username = username
         self._password = password
-        self._nonce = base64.b64encode(secrets.token_bytes(24)).decode("ascii")
+        self._nonce = nonce or base64.b64encode(secrets.token_bytes(24)).decode("ascii")
         self._client_first_bare = "n=%s,r=%s" % (_saslname(username), self._nonce)
         self._server_signature = None
 
