@@ -3,7 +3,8 @@
 Each kernel is a Cython module (``kcore/<name>.pyx``) whose ``.pxd`` exposes ``nogil`` entry points
 to other kcore modules, and a pure-Python twin (``kcore/pure/<name>.py``) with the same public API.
 The compiled modules are used unless ``PYPROD_NO_EXTENSIONS=1``; a missing extension is an
-ImportError, never a silent fallback.
+ImportError, never a silent fallback. Python code both run is in ``kcore/shared``: the twins
+import it and the compiled modules compile it in, so the compiled build never loads a twin.
 """
 import os
 from importlib import import_module

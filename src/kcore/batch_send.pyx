@@ -25,10 +25,10 @@ from kcore.record_batch_builder cimport (RBB_APPENDED, RBB_FULL, RBB_HEADER_SIZE
 from kcore.varint cimport write_varint
 
 from kcore.future import BatchFuture
-from kcore.pure.batch_send import (_arrow, _arrow_headers_type, _binary_rows, _check_len,
-                                   _header_rows, _int_rows, _sequence)
-from kcore.pure.record_accumulator import _not_in_metadata, _too_large
+from kcore.record_accumulator import _not_in_metadata, _too_large
 from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+
+include "shared/batch_send.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
 
 __all__ = ["BatchSendPath"]
 
@@ -43,7 +43,6 @@ cdef enum:
     WALK_SWITCH = 4       # the sticky partition is due to change (after the record)
     WALK_ERROR = 5        # the builder refused a record (stop_rc)
 
-cdef dict _UNITS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}
 cdef uint8_t _empty[1]
 
 
@@ -164,11 +163,6 @@ cdef object _held_bytes(object obj, const uint8_t** ptrs, Py_ssize_t* lens, Py_s
         Py_INCREF(item)
         PyList_SET_ITEM(held, j, item)
     return held
-
-
-cdef bint _is_binary(object pa, object t):
-    return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t))
 
 
 cdef int64_t* _int_column(object pa, object arr, Py_ssize_t n, str name, bint stamps,

@@ -7,9 +7,9 @@ from libc.stdint cimport int64_t
 
 import threading
 
-from kcore.pure.future import (BatchFuture, BatchMetadata, Future, RecordMetadata,
-                               TopicPartition, _notify, _partial)
 from pyprod.errors import KafkaTimeoutError
+
+include "shared/future.py"  # the result types, Future and BatchFuture, compiled in here
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
            "Future", "BatchFuture", "BatchMetadata"]

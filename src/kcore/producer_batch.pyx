@@ -1,26 +1,47 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/producer_batch.py. The batch's records go straight into a
 BufferPool slab through the builder's C API; the slab goes back when the batch completes."""
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 from kcore.buffer_pool cimport BufferPool
+from kcore.crc cimport crc32c_update
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
 
-from kcore.pure.producer_batch import (BATCH_HEADER, _TOLD, _report_segments,
-                                       record_size_upper_bound, restamp)
+include "shared/producer_batch.py"  # BATCH_HEADER, record_size_upper_bound, segment reports
 
 __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
 
 cdef enum:
-    RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # worst-case varints and attributes
+    C_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # RECORD_OVERHEAD, for nogil code
 
 
 cdef Py_ssize_t size_upper_bound(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hbytes,
                                  Py_ssize_t hcount) noexcept nogil:
     """As record_size_upper_bound: hbytes = utf-8 key and value bytes of the headers."""
-    return RECORD_OVERHEAD + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + \
+    return C_RECORD_OVERHEAD + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + \
         hbytes + 10 * hcount
+
+
+cdef inline void _put_be(uint8_t* p, uint64_t v, int n) noexcept nogil:
+    cdef int i
+    for i in range(n):
+        p[i] = <uint8_t>(v >> (8 * (n - 1 - i)))
+
+
+def restamp(payload, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence):
+    """A built batch with new producer state (and so a new CRC)."""
+    cdef bytearray out = bytearray(payload)
+    cdef uint8_t* p = <uint8_t*>PyByteArray_AS_STRING(out)
+    cdef Py_ssize_t n = PyByteArray_GET_SIZE(out)
+    if n < BATCH_HEADER:
+        raise ValueError("not a record batch: %d bytes" % n)
+    _put_be(p + 43, <uint64_t>producer_id, 8)   # producerId, producerEpoch, baseSequence
+    _put_be(p + 51, <uint16_t>producer_epoch, 2)
+    _put_be(p + 53, <uint32_t>base_sequence, 4)
+    _put_be(p + 17, crc32c_update(0, p + 21, n - 21), 4)  # the CRC covers bytes 21..end
+    return bytes(out)
 
 
 cdef class ProducerBatch:

@@ -5,13 +5,10 @@ import threading
 from kcore.pure.crc import crc32c
 from kcore.pure.future import FutureRecordMetadata, ProduceRequestResult
 from kcore.pure.record_batch_builder import RecordBatchBuilder
+from kcore.shared.producer_batch import (BATCH_HEADER, _TOLD, _report_segments,
+                                         record_size_upper_bound)
 
 __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
-
-# Java's AbstractRecords.estimateSizeInBytesUpperBound: header + worst-case varints per record.
-BATCH_HEADER = 61
-RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
-
 
 _PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43
 _CRC = struct.Struct(">I")  # at offset 17, over bytes 21..end
@@ -19,6 +16,8 @@ _CRC = struct.Struct(">I")  # at offset 17, over bytes 21..end
 
 def restamp(payload, producer_id, producer_epoch, base_sequence):
     """A built batch with new producer state (and so a new CRC)."""
+    if len(payload) < BATCH_HEADER:
+        raise ValueError("not a record batch: %d bytes" % len(payload))
     out = bytearray(payload)
     _PRODUCER_STATE.pack_into(out, 43, producer_id, producer_epoch, base_sequence)
     _CRC.pack_into(out, 17, crc32c(memoryview(out)[21:]))
@@ -26,7 +25,6 @@ def restamp(payload, producer_id, producer_epoch, base_sequence):
 
 
 _SEGMENTS_LOCK = threading.Lock()
-_TOLD = []  # a batch's segments once reported: no more may be added
 
 
 def _tell_segments(batch, error, record_errors):
@@ -35,23 +33,6 @@ def _tell_segments(batch, error, record_errors):
         segments, batch.segments = batch.segments, _TOLD
     if segments is not _TOLD and segments:
         _report_segments(batch.topic_partition[1], segments, error, record_errors)
-
-
-def _report_segments(partition, segments, error, record_errors):
-    for future, ordinal, rank, count in segments:
-        errs = None
-        if error is None and record_errors:
-            errs = {rank + i - ordinal: e for i, e in record_errors.items()
-                    if ordinal <= i < ordinal + count} or None
-        future._range_done(partition, rank, count, error, errs)
-
-
-def record_size_upper_bound(key, value, headers):
-    size = RECORD_OVERHEAD + (len(key) if key is not None else 0)
-    size += len(value) if value is not None else 0
-    for hkey, hvalue in headers or ():
-        size += 10 + len(hkey.encode("utf-8")) + (len(hvalue) if hvalue is not None else 0)
-    return size
 
 
 class ProducerBatch:

@@ -18,14 +18,12 @@ from kcore.pure.buffer_pool import BufferPool
 from kcore.pure.future import TopicPartition
 from kcore.pure.murmur import partition_for_key
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch, record_size_upper_bound
-from pyprod.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
+from kcore.shared.record_accumulator import (ReadyCheckResult, _as_bytes, _check_headers,
+                                             _not_in_metadata, _too_large)
+from pyprod.errors import IllegalStateError
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "SendPath", "TopicInfo", "fork_generation"]
 
-ReadyCheckResult = collections.namedtuple(
-    "ReadyCheckResult", ["ready_nodes", "next_ready_check_delay_ms", "unknown_leader_topics"])
-
-_BYTES = (bytes, bytearray, memoryview)
 _fork = [0]
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _fork.__setitem__(0, _fork[0] + 1))
@@ -406,44 +404,3 @@ class SendPath:
                 "fork(): create a new KafkaProducer in the child process.")
         if self.tm is not None and self.tm.fatal_error is not None:
             raise self.tm.fatal_error
-
-
-def _as_bytes(data, what):
-    if data is None or type(data) is bytes:
-        return data
-    if isinstance(data, _BYTES):
-        return bytes(data)
-    raise TypeError("Unsupported type for serialized %s: %s" % (what, type(data)))
-
-
-def _check_headers(headers):
-    """(headers as a list of (str, bytes|None), their serialized size or -1)."""
-    if headers is None:
-        return [], -1
-    if not isinstance(headers, (list, tuple)):
-        raise TypeError("headers must be list-type")
-    out, size = [], 0
-    for item in headers:
-        if not (type(item) is tuple and len(item) == 2 and type(item[0]) is str
-                and (item[1] is None or isinstance(item[1], _BYTES))):
-            raise TypeError("All headers items must be (str, bytes) tuples, got %r" % (item,))
-        k, v = item
-        if v is not None and type(v) is not bytes:
-            v = bytes(v)
-        out.append((k, v))
-        size += len(k.encode("utf-8")) + (len(v) if v is not None else 0)
-    return out, (size if out else -1)
-
-
-def _not_in_metadata(topic, partition):
-    if partition is None:
-        return KafkaTimeoutError("Topic %s not present in metadata" % topic)
-    return KafkaTimeoutError("Partition %d of topic %s not present in metadata" % (partition, topic))
-
-
-def _too_large(size, max_request_size, buffer_memory):
-    what = ("maximum request size you have configured with the max_request_size configuration"
-            if size > max_request_size else
-            "total memory buffer you have configured with the buffer_memory configuration")
-    return MessageSizeTooLargeError(
-        "The message is %d bytes when serialized which is larger than the %s" % (size, what))

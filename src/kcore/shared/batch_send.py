@@ -1,0 +1,162 @@
+"""send_batch's input checks, the same in both implementations (see kcore/shared/__init__.py):
+values, keys, headers, partitions and timestamps as Python sequences or pyarrow arrays, checked
+and turned into per-record lists (the compiled twin reads Arrow buffers itself and uses these
+for the rest)."""
+import sys
+
+_BYTES = (bytes, bytearray, memoryview)
+_UNITS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}  # -> ms
+_INT32_MAX = (1 << 31) - 1
+_MAX_TS = 1 << 62
+
+
+def _arrow(obj):
+    """pyarrow, if obj is a pyarrow Array or ChunkedArray (pyarrow is never imported here)."""
+    pa = sys.modules.get("pyarrow")
+    if pa is not None and isinstance(obj, (pa.Array, pa.ChunkedArray)):
+        return pa
+    return None
+
+
+def _sequence(obj, name):
+    if isinstance(obj, (str, bytes, bytearray, memoryview, dict)) or not hasattr(obj, "__len__"):
+        raise TypeError("%s must be a sequence or a pyarrow array, not %s"
+                        % (name, type(obj).__name__))
+    return obj
+
+
+def _check_len(obj, name, n):
+    if len(obj) != n:
+        raise ValueError("%s has %d entries but values has %d" % (name, len(obj), n))
+
+
+def _binary_rows(obj, name, serializer, topic, headers):
+    """A list of bytes|None: Arrow binary/string arrays as raw bytes, Python items serialized."""
+    pa = _arrow(obj)
+    if pa is not None:
+        t = obj.type
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return obj.to_pylist()  # the reference: the compiled twin reads the buffers
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return [None if s is None else s.encode("utf-8") for s in obj.to_pylist()]
+        raise TypeError("%s: a pyarrow array of type %s is not supported (binary, large_binary, "
+                        "string or large_string)" % (name, t))
+    out = []
+    for i, item in enumerate(obj):
+        if serializer is not None and item is not None:
+            item = serializer(topic, headers[i], item)
+        if item is None or type(item) is bytes:
+            out.append(item)
+        elif isinstance(item, _BYTES):
+            out.append(bytes(item))
+        elif isinstance(item, str) and serializer is None:
+            out.append(item.encode("utf-8"))
+        else:
+            raise TypeError("%s[%d]: expected bytes, bytearray, memoryview, str or None, got %s"
+                            % (name, i, type(item).__name__))
+    return out
+
+
+def _int_rows(obj, name, what):
+    """Non-negative ints or None: partitions (<= int32 max) or timestamps in ms (an Arrow
+    timestamp column of any unit is converted)."""
+    limit, mul, div = (_MAX_TS if what == "timestamps" else _INT32_MAX), 1, 1
+    pa = _arrow(obj)
+    if pa is not None:
+        t = obj.type
+        if what == "timestamps" and pa.types.is_timestamp(t):
+            mul, div = _UNITS[t.unit]
+            obj = obj.cast(pa.int64())
+        elif not pa.types.is_integer(t):
+            raise TypeError("%s: a pyarrow array of type %s is not supported (an integer%s array)"
+                            % (name, t, " or timestamp" if what == "timestamps" else ""))
+        rows = obj.to_pylist()
+    else:
+        rows = list(obj)
+        for i, v in enumerate(rows):
+            if v is not None and type(v) is not int:
+                raise TypeError("%s[%d] must be an int or None, got %r" % (name, i, v))
+    for i, v in enumerate(rows):
+        if v is not None and not 0 <= v <= limit // mul:
+            raise ValueError("%s[%d] is out of range: %d" % (name, i, v))
+    return rows if mul == div else [None if v is None else v * mul // div for v in rows]
+
+
+def _is_binary(pa, t):
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t))
+
+
+def _arrow_headers_type(pa, t):
+    """list<struct<key: string, value: binary>> (large and string variants allowed)."""
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return False
+    item = t.value_type
+    if not pa.types.is_struct(item) or [f.name for f in item] != ["key", "value"]:
+        return False
+    key, value = item[0].type, item[1].type
+    return (pa.types.is_string(key) or pa.types.is_large_string(key)) and _is_binary(pa, value)
+
+
+def _header_rows(obj):
+    pa = _arrow(obj)
+    if pa is not None:
+        t = obj.type
+        if not _arrow_headers_type(pa, t):
+            raise TypeError("headers: a pyarrow array of type %s is not supported "
+                            "(list<struct<key: string, value: binary>>)" % (t,))
+        rows = []
+        for entry in obj.to_pylist():
+            if entry is None:
+                rows.append(None)
+                continue
+            pairs = []
+            for h in entry:
+                if h is None:
+                    raise ValueError("headers: a header entry is null")
+                if h["key"] is None:
+                    raise ValueError("headers: a header key is null")
+                v = h["value"]
+                pairs.append((h["key"], v.encode("utf-8") if isinstance(v, str) else v))
+            rows.append(pairs)
+        return rows
+    rows = list(obj)
+    for i, entry in enumerate(rows):
+        if entry is None:
+            continue
+        if not isinstance(entry, (list, tuple)):
+            raise TypeError("headers[%d] must be a list of (str, bytes) pairs or None" % i)
+        for pair in entry:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+                    and (pair[1] is None or isinstance(pair[1], _BYTES))):
+                raise TypeError("headers[%d]: expected (str, bytes|None) pairs, got %r"
+                                % (i, pair))
+    return rows
+
+
+def prepare_rows(topic, values, keys, headers, partitions, timestamps, key_serializer=None,
+                 value_serializer=None):
+    """Checked per-record lists (values, keys, headers, partitions, timestamps) of one
+    send_batch call; TypeError / ValueError on bad input, before anything is sent."""
+    if type(topic) is not str or not topic:
+        raise TypeError("topic must be a non-empty str, got %r" % (topic,))
+    if _arrow(values) is None:
+        _sequence(values, "values")
+    n = len(values)
+    for obj, name in ((keys, "keys"), (headers, "headers"), (partitions, "partitions"),
+                      (timestamps, "timestamps")):
+        if obj is not None:
+            if _arrow(obj) is None:
+                _sequence(obj, name)
+            _check_len(obj, name, n)
+    hdrs = [None] * n if headers is None else _header_rows(headers)
+    given = hdrs if _arrow(headers) is None else [None] * n  # what serializers see
+    out = [_binary_rows(values, "values", value_serializer, topic, given),
+           [None] * n if keys is None else _binary_rows(keys, "keys", key_serializer, topic,
+                                                        given),
+           hdrs,
+           [None] * n if partitions is None else _int_rows(partitions, "partitions",
+                                                           "partitions"),
+           [None] * n if timestamps is None else _int_rows(timestamps, "timestamps",
+                                                           "timestamps")]
+    return out

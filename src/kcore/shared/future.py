@@ -1,0 +1,248 @@
+"""The futures' Python part, the same in both implementations (see kcore/shared/__init__.py):
+the result types (TopicPartition, RecordMetadata, BatchMetadata), callback helpers, kafka-python's
+Future for early errors, and send_batch's BatchFuture. ProduceRequestResult and
+FutureRecordMetadata, the per-batch and per-record hot path, are in kcore/future.pyx and its
+pure twin kcore/pure/future.py."""
+import collections
+import functools
+import logging
+import threading
+
+from pyprod.errors import KafkaTimeoutError
+
+log = logging.getLogger("pyprod.future")
+
+TopicPartition = collections.namedtuple("TopicPartition", ["topic", "partition"],
+                                        module=__name__)
+
+RecordMetadata = collections.namedtuple("RecordMetadata", [
+    "topic", "partition", "topic_partition", "offset", "timestamp", "checksum",
+    "serialized_key_size", "serialized_value_size", "serialized_header_size"],
+    module=__name__)
+
+# The value of a send_batch future: every record was acknowledged.
+BatchMetadata = collections.namedtuple("BatchMetadata", ["topic", "record_count",
+                                                         "partition_counts"], module=__name__)
+
+
+def _run(f, arg):
+    try:
+        f(arg)
+    except Exception:
+        log.exception("Error in producer callback %r", f)
+
+
+def _notify(future, callback, errback):
+    """A completed record's callback (on success) or errback (on failure), if it has one."""
+    exc = future.exception
+    if exc is None:
+        if callback is not None:
+            _run(callback, future.value)
+    elif errback is not None:
+        _run(errback, exc)
+
+
+def _partial(f, args, kwargs):
+    return functools.partial(f, *args, **kwargs) if args or kwargs else f
+
+
+class _Outcome:
+    """kafka-python's succeeded / failed / retriable over is_done and exception."""
+    __slots__ = ()
+
+    def succeeded(self):
+        return self.is_done and self.exception is None
+
+    def failed(self):
+        return self.is_done and self.exception is not None
+
+    def retriable(self):
+        return self.failed() and getattr(self.exception, "retriable", False)
+
+
+class _Callbacks(_Outcome):
+    """kafka-python's add_callback / add_errback / add_both over a class's _add(cb, eb)."""
+    __slots__ = ()
+
+    def add_callback(self, f, *args, **kwargs):
+        return self._add(_partial(f, args, kwargs), None)
+
+    def add_errback(self, f, *args, **kwargs):
+        return self._add(None, _partial(f, args, kwargs))
+
+    def add_both(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        return self._add(f, f)
+
+
+class Future(_Outcome):
+    """kafka-python's kafka.future.Future: a result known without a batch (an early error)."""
+
+    def __init__(self):
+        self.is_done, self.value, self.exception = False, None, None
+        self._callbacks, self._errbacks = [], []
+
+    def success(self, value):
+        self.value, self.is_done = value, True
+        for f in self._callbacks:
+            _run(f, value)
+        return self
+
+    def failure(self, e):
+        self.exception, self.is_done = (e() if isinstance(e, type) else e), True
+        for f in self._errbacks:
+            _run(f, self.exception)
+        return self
+
+    def add_callback(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        if not self.is_done:
+            self._callbacks.append(f)
+        elif self.exception is None:
+            _run(f, self.value)
+        return self
+
+    def add_errback(self, f, *args, **kwargs):
+        f = _partial(f, args, kwargs)
+        if not self.is_done:
+            self._errbacks.append(f)
+        elif self.exception is not None:
+            _run(f, self.exception)
+        return self
+
+    def add_both(self, f, *args, **kwargs):
+        self.add_callback(f, *args, **kwargs)
+        return self.add_errback(f, *args, **kwargs)
+
+    def get(self, timeout=None):
+        if not self.is_done:
+            raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
+        if self.exception is not None:
+            raise self.exception
+        return self.value
+
+
+class BatchFuture(_Callbacks):
+    """The one future of a send_batch call: done when every record of the call completed.
+
+    Records are reported per batch (``_range_done``: the call's records ``rank .. rank+count``
+    of one partition, in call order) or per record (``_record_done``); records refused before
+    they were appended with ``_fail_now``. ``_seal`` says no more records will be added. On
+    failure the failed rank ranges become record indices through ``locate``, a callable
+    ``(ranges) -> [(index, exception)]`` given by whoever knows each record's partition.
+    """
+
+    def __init__(self, topic, record_count, locate=None):
+        self.topic = topic
+        self.record_count = record_count
+        self.is_done = False
+        self.value = None
+        self.exception = None
+        self._locate = locate
+        self._lock = threading.Lock()
+        self._event = None
+        self._pending = 0       # records appended and not completed yet
+        self._sealed = False
+        self._ok = collections.Counter()   # partition -> records acknowledged
+        self._failures = []     # [(index, exception)] known by index
+        self._failed_ranges = []  # [(partition, rank, count, error, {rank: exception})]
+        self._callbacks = []    # [(callback, errback)]
+
+    # -- reporting (caller thread and Sender thread) ----------------------------------------
+    def _add_pending(self, count):
+        with self._lock:
+            self._pending += count
+
+    def _fail_now(self, index, exc):
+        with self._lock:
+            self._failures.append((index, exc))
+
+    def _record_done(self, index, partition, exc=None):
+        with self._lock:
+            if exc is None:
+                self._ok[partition] += 1
+            else:
+                self._failures.append((index, exc))
+            self._pending -= 1
+            finished = self._sealed and self._pending == 0
+        if finished:
+            self._finish()
+
+    def _range_done(self, partition, rank, count, error=None, record_errors=None):
+        """count records of the call in one batch of `partition`, from the call's rank-th record
+        of that partition; record_errors: {rank: exception} (used when error is None)."""
+        with self._lock:
+            if error is None and not record_errors:
+                self._ok[partition] += count
+            else:
+                if error is None:  # only some records failed: the others succeeded
+                    self._ok[partition] += count - len(record_errors)
+                self._failed_ranges.append((partition, rank, count, error, record_errors))
+            self._pending -= count
+            finished = self._sealed and self._pending == 0
+        if finished:
+            self._finish()
+
+    def _seal(self):
+        with self._lock:
+            self._sealed = True
+            finished = self._pending == 0
+        if finished:
+            self._finish()
+
+    def _finish(self):
+        failures = self._failures
+        if self._failed_ranges:
+            failures = failures + self._locate(self._failed_ranges)
+            self._failed_ranges = None
+        if failures:
+            failures.sort(key=lambda f: f[0])
+            ok = self.record_count - len(failures)
+            from pyprod.errors import BatchDeliveryError
+            self.exception = BatchDeliveryError(failures, ok)
+        else:
+            self.value = BatchMetadata(self.topic, self.record_count,
+                                       dict(sorted(self._ok.items())))
+        with self._lock:
+            self.is_done = True
+            callbacks, self._callbacks = self._callbacks, None
+            event = self._event
+        if event is not None:
+            event.set()
+        for callback, errback in callbacks:
+            self._call(callback, errback)
+
+    # -- kafka-python's future API ----------------------------------------------------------
+    def retriable(self):
+        return False  # what could be retried, was
+
+    def get(self, timeout=None):
+        if not self.is_done:
+            with self._lock:
+                if self._event is None and not self.is_done:
+                    self._event = threading.Event()
+                event = self._event
+            if event is not None and not event.wait(timeout):
+                raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
+        if self.exception is not None:
+            raise self.exception
+        return self.value
+
+    def _call(self, callback, errback):
+        if self.exception is None:
+            if callback is not None:
+                _run(callback, self.value)
+        elif errback is not None:
+            _run(errback, self.exception)
+
+    def _add(self, callback, errback):
+        with self._lock:
+            if not self.is_done:
+                self._callbacks.append((callback, errback))
+                return self
+        self._call(callback, errback)
+        return self
+
+    def __repr__(self):
+        return "<BatchFuture %s records=%d done=%s>" % (self.topic, self.record_count,
+                                                        self.is_done)
