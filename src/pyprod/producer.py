@@ -97,12 +97,32 @@ class KafkaProducer:
             self._bootstrap(self.config["bootstrap_timeout_ms"])
 
     def _bootstrap(self, timeout_ms):
-        """kafka-python connects eagerly: fail fast with NoBrokersAvailable."""
+        """kafka-python connects eagerly: fail fast with NoBrokersAvailable, naming each
+        bootstrap address and how far it got (as kafka-python's "Unable to bootstrap from")."""
         version = self._metadata.request_update()
         self._sender.wakeup()
-        if not self._metadata.await_update(version, timeout_ms):
-            self.close(timeout=0)
-            raise errors.NoBrokersAvailable()
+        if self._metadata.await_update(version, timeout_ms):
+            return
+        addrs, tried = [], []
+        for i, (host, port) in enumerate(self.config["bootstrap"]):
+            addrs.append("[%s]:%s" % (host, port) if ":" in host else "%s:%s" % (host, port))
+            conn = self._client.connection(-(i + 1))  # bootstrap nodes are -1, -2, ...
+            if conn is None:
+                how = "not tried"
+            elif conn.error is not None and conn.state == "DISCONNECTED":
+                n = conn.failed_attempts
+                how = "%d connection attempt%s failed, last error %s" % (
+                    n, "" if n == 1 else "s", conn.error)
+            elif conn.state == "READY":
+                how = "connected, no answer to the metadata request"
+            else:
+                how = conn.state.lower().replace("_", " ")
+            tried.append("%s: %s" % (addrs[-1], how))
+        self.close(timeout=0)
+        raise errors.NoBrokersAvailable(
+            "Unable to bootstrap from %s: no broker answered a metadata request within %.1f s "
+            "(bootstrap_timeout_ms=%d). Per address: %s" % (
+                ",".join(addrs), timeout_ms / 1000, timeout_ms, "; ".join(tried)))
 
     # -- the caller thread: send() is kcore's SendPath.send, bound in __init__ ---------------
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
