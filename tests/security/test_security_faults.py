@@ -5,14 +5,11 @@ import logging
 import threading
 import time
 
-import pytest
-
 from pyprod import KafkaProducer
 from pyprod.testing.readback import Sent, compare, read_all
-from pyprod.testing.security import SecureKafkaCluster
 
 
-def paced_stream(producer, topic, n, seconds, sent, futures, stop=None):
+def paced_stream(producer, topic, n, seconds, sent, futures):
     """Send n keyed records spread over about `seconds`."""
     start = time.monotonic()
     for i in range(n):
@@ -24,16 +21,8 @@ def paced_stream(producer, topic, n, seconds, sent, futures, stop=None):
             time.sleep(ahead)
 
 
-@pytest.fixture
-def private_secure():
-    cluster = SecureKafkaCluster(kerberos=False)
-    cluster.start()
-    yield cluster
-    cluster.stop()
-
-
-def test_broker_restart_mid_stream_over_sasl_ssl(private_secure):
-    cluster = private_secure
+def test_broker_restart_mid_stream_over_sasl_ssl(kafka_secure_factory):
+    cluster = kafka_secure_factory(kerberos=False)
     topic = cluster.create_topic("restart", 3)
     sent, futures = [], []
     config = cluster.client_config("SASL_SSL", mechanism="SCRAM-SHA-256")
