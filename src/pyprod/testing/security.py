@@ -86,7 +86,7 @@ class Certificates:
     crl_file: str                     # PEM CRL by the CA: revoked_server_cert, revoked_client_cert
     truststore_p12: str               # PKCS12 truststore with the CA (Java ssl.truststore.type)
     keystore_p12: str                 # PKCS12 keystore with client cert + key
-    keystore_pem: str                 # client key (PKCS#8) + cert in one PEM (ssl.keystore.type=PEM)
+    keystore_pem: str                 # client key (PKCS#8) + cert: ssl.keystore.type=PEM
     broker_keystores: dict            # "server"/"expired"/"wrong_host"/"revoked" -> PKCS12 path
     client_key_password: str = field(repr=False, default="")
     truststore_password: str = field(repr=False, default="")
