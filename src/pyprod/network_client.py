@@ -37,6 +37,7 @@ __all__ = ["NetworkClient", "ClientResponse", "DISCONNECTED", "CONNECTING", "HAN
            "is_authentication_failure"]
 
 API_VERSIONS_FIRST = 3  # what we ask first; UNSUPPORTED_VERSION answers step down from there
+_FIRST_API_VERSIONS = min(API_VERSIONS_FIRST, api_versions.MAX_VERSION)
 _I32 = struct.Struct(">i")
 _INTERNAL_API_VERSIONS = "api_versions"
 _INTERNAL_METADATA = "metadata"
@@ -273,7 +274,7 @@ class NetworkClient:
         if conn.state == HANDSHAKING:
             self._handshake(conn, now)
         else:
-            self._send_api_versions(conn, min(API_VERSIONS_FIRST, api_versions.MAX_VERSION), now)
+            self._send_api_versions(conn, _FIRST_API_VERSIONS, now)
 
     def _handshake(self, conn, now):
         try:
@@ -283,7 +284,7 @@ class NetworkClient:
             return
         if done:
             log.debug("Node %s: TLS handshake done (%s)", conn.node_id, conn.sock.version())
-            self._send_api_versions(conn, min(API_VERSIONS_FIRST, api_versions.MAX_VERSION), now)
+            self._send_api_versions(conn, _FIRST_API_VERSIONS, now)
         else:
             self._update_interest(conn)
 
