@@ -26,9 +26,12 @@ bob/bob-secret. OAUTHBEARER: the broker's default unsecured-JWS validator; any t
 :func:`unsecured_jwt` (or librdkafka's ``sasl.oauthbearer.config=principal=alice``) passes,
 :class:`UnsecuredTokenProvider` is a kafka-python-style token provider. GSSAPI: ``cluster.kdc``
 (:class:`pyprod.testing.kdc.KerberosKDC`, realm PYPROD.TEST), broker principal
-``kafka/127.0.0.1@PYPROD.TEST`` (service name "kafka", clients target host 127.0.0.1);
-``cluster.kdc.client_env()`` gives the env a gssapi client needs (set it in os.environ), the
-client principal is ``cluster.kdc.client_principal`` with keytab ``cluster.kdc.client_keytab``.
+``kafka/127.0.0.1@PYPROD.TEST`` (service name "kafka", clients target host 127.0.0.1; a client
+targeting kafka/localhost gets a ticket but the broker refuses it: "invalid credentials with
+SASL mechanism GSSAPI"). ``cluster.kdc.client_env()`` gives the env a gssapi client needs (the
+``kafka_secure`` fixture puts it in os.environ), the client principal is
+``cluster.kdc.client_principal`` with keytab ``cluster.kdc.client_keytab``. confluent-kafka's
+bundled librdkafka has no GSSAPI; kafka-python with the ``gssapi`` package works.
 
 ``cluster.client_config(NAME, mechanism=None, user="alice")`` -> kafka-python style keys
 (bootstrap_servers, security_protocol, sasl_*, ssl_cafile; plus ssl_certfile/ssl_keyfile for
