@@ -187,22 +187,50 @@ def java_stores(certs, tmp_path_factory):
 
 
 def truststore(location, **extra):
-    return parse(ssl_truststore_location=location, **extra)
+    return parse(security_protocol="SSL", ssl_truststore_location=location, **extra)
+
+
+def keystore(location, **extra):
+    return parse(security_protocol="SSL", ssl_keystore_location=location, **extra)
+
+
+@pytest.fixture
+def written(monkeypatch):
+    """The PEM files a conversion writes: {name: (bytes, file mode, directory mode)}; each
+    must be gone once materialize() returns."""
+    files, paths = {}, []
+    real = stores._write
+
+    def spy(directory, name, data):
+        path = real(directory, name, data)
+        files[name] = (data, stat.S_IMODE(os.stat(path).st_mode),
+                       stat.S_IMODE(os.stat(directory).st_mode))
+        paths.append(path)
+        return path
+
+    monkeypatch.setattr(stores, "_write", spy)
+    yield files
+    for path in paths:
+        assert not os.path.exists(path) and not os.path.exists(os.path.dirname(path))
 
 
 def materialized(cfg):
     return stores.materialize(cfg)
 
 
-def ca_subject(certs):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(cafile=certs.ca_file)
+def subjects(ctx):
     return [c["subject"] for c in ctx.get_ca_certs()]
 
 
-def private(path):
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+def ca_subject(certs):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cafile=certs.ca_file)
+    return subjects(ctx)
+
+
+def private(entry):
+    _, file_mode, dir_mode = entry
+    assert (file_mode, dir_mode) == (0o600, 0o700)
 
 
 def test_pem_truststore_used_in_place(certs):
@@ -215,16 +243,23 @@ def test_pem_truststore_used_in_place(certs):
 
 
 @pytest.mark.parametrize("maker", ["cryptography", "keytool"])
-def test_pkcs12_truststore_converted(certs, java_stores, maker):
+def test_pkcs12_truststore_converted(certs, java_stores, maker, written):
     location = certs.truststore_p12 if maker == "cryptography" else java_stores["PKCS12"]
     cfg = truststore(location, ssl_truststore_type="PKCS12", ssl_truststore_password=SECRET)
     no_secret(repr(cfg))
-    pem = materialized(cfg)["ssl_cafile"]
-    private(pem)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(cafile=pem)
-    assert [c["subject"] for c in ctx.get_ca_certs()] == ca_subject(certs)
-    assert materialized(cfg)["ssl_cafile"] == pem  # converted once per process
+    out = materialized(cfg)
+    assert "ssl_cafile" not in out and isinstance(out["ssl_context"], ssl.SSLContext)
+    assert subjects(out["ssl_context"]) == ca_subject(certs)
+    assert out["ssl_context"].check_hostname  # built as pyprod.ssl_factory builds it
+    private(written["truststore.pem"])
+
+
+def test_stores_unused_without_tls(certs, written):
+    cfg = parse(ssl_truststore_location=certs.truststore_p12, ssl_truststore_password=SECRET,
+                ssl_endpoint_identification_algorithm="")
+    assert materialized(cfg) == {"bootstrap_servers": "127.0.0.1:9093",
+                                 "ssl_check_hostname": False}
+    assert written == {}
 
 
 def test_type_sniffed_when_absent(certs):
@@ -233,7 +268,7 @@ def test_type_sniffed_when_absent(certs):
     assert truststore(certs.ca_file)["ssl_cafile"].type == "PEM"
 
 
-def test_file_only_on_executors(certs, tmp_path):
+def test_file_only_on_executors(certs, tmp_path, written):
     """A location the driver cannot read is checked on the executor; its name's suffix or,
     failing that, its content gives the type."""
     later = tmp_path / "later.bin"
@@ -242,8 +277,8 @@ def test_file_only_on_executors(certs, tmp_path):
     assert truststore(str(tmp_path / "x.p12"))["ssl_cafile"].type == "PKCS12"
     raises_clean(lambda: materialized(cfg), "cannot be read")
     later.write_bytes(open(certs.truststore_p12, "rb").read())
-    pem = materialized(cfg)["ssl_cafile"]
-    assert open(pem).read().count("BEGIN CERTIFICATE") == 1
+    assert subjects(materialized(cfg)["ssl_context"]) == ca_subject(certs)
+    assert written["truststore.pem"][0].count(b"BEGIN CERTIFICATE") == 1
 
 
 def test_wrong_pkcs12_password_fails_on_the_driver(certs):
@@ -265,35 +300,37 @@ def test_jks_fails_early_with_the_conversion(java_stores, tmp_path):
                  "PEM or PKCS12")
 
 
-def test_pkcs12_keystore_for_mtls(certs):
-    cfg = parse(ssl_keystore_location=certs.keystore_p12, ssl_keystore_type="PKCS12",
-                ssl_keystore_password=SECRET, ssl_key_password=SECRET)
+def test_pkcs12_keystore_for_mtls(certs, written):
+    cfg = keystore(certs.keystore_p12, ssl_keystore_type="PKCS12",
+                   ssl_keystore_password=SECRET, ssl_key_password=SECRET,
+                   ssl_truststore_location=certs.ca_file)
     no_secret(repr(cfg["ssl_certfile"]))
     out = materialized(cfg)
-    assert out["ssl_password"] == SECRET
-    private(out["ssl_certfile"])
-    private(out["ssl_keyfile"])
-    assert "ENCRYPTED PRIVATE KEY" in open(out["ssl_keyfile"]).read()
-    assert open(out["ssl_certfile"]).read().count("BEGIN CERTIFICATE") == 2  # cert + CA
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_cert_chain(out["ssl_certfile"], out["ssl_keyfile"], out["ssl_password"])
+    assert isinstance(out["ssl_context"], ssl.SSLContext)
+    assert not {"ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_cafile"} & set(out)
+    assert subjects(out["ssl_context"]) == ca_subject(certs)  # the PEM truststore, in there
+    key, crt = written["keystore.key.pem"], written["keystore.crt.pem"]
+    private(key)
+    private(crt)
+    assert b"ENCRYPTED PRIVATE KEY" in key[0]
+    assert crt[0].count(b"BEGIN CERTIFICATE") == 2  # the client cert and the CA
 
 
-def test_pem_keystores(certs, tmp_path):
-    cfg = parse(ssl_keystore_location=certs.keystore_pem, ssl_keystore_type="PEM")
+def test_pem_keystores(certs, tmp_path, written):
+    cfg = keystore(certs.keystore_pem, ssl_keystore_type="PEM")
     assert materialized(cfg) == {**{k: v for k, v in cfg.items() if k != "ssl_certfile"},
                                  "ssl_certfile": certs.keystore_pem}
     encrypted = tmp_path / "enc.pem"
     encrypted.write_bytes(open(certs.client_key_encrypted, "rb").read()
                           + open(certs.client_cert, "rb").read())
-    cfg = parse(ssl_keystore_location=str(encrypted), ssl_keystore_type="PEM",
-                ssl_key_password=SECRET)
+    cfg = keystore(str(encrypted), ssl_keystore_type="PEM", ssl_key_password=SECRET)
     out = materialized(cfg)
     assert out["ssl_certfile"] == str(encrypted) and out["ssl_password"] == SECRET
-    raises_clean(lambda: parse(ssl_keystore_location=str(encrypted), ssl_keystore_type="PEM"),
+    assert written == {}  # PEM is used in place
+    raises_clean(lambda: keystore(str(encrypted), ssl_keystore_type="PEM"),
                  "kafka.ssl.key.password")
-    raises_clean(lambda: parse(ssl_keystore_location=str(encrypted), ssl_keystore_type="PEM",
-                               ssl_keystore_password=SECRET, ssl_key_password=SECRET),
+    raises_clean(lambda: keystore(str(encrypted), ssl_keystore_type="PEM",
+                                  ssl_keystore_password=SECRET, ssl_key_password=SECRET),
                  "kafka.ssl.keystore.password")
 
 
@@ -304,8 +341,7 @@ def test_key_password_alone_is_ssl_password():
 def test_store_and_pyprod_file_options_conflict(certs):
     raises_clean(lambda: parse(ssl_truststore_location=certs.ca_file, ssl_cafile=certs.ca_file),
                  "kafka.ssl.truststore.location", "kafka.ssl.cafile")
-    raises_clean(lambda: parse(ssl_keystore_location=certs.keystore_pem,
-                               ssl_keyfile=certs.client_key),
+    raises_clean(lambda: keystore(certs.keystore_pem, ssl_keyfile=certs.client_key),
                  "kafka.ssl.keystore.location", "kafka.ssl.keyfile")
 
 
@@ -388,3 +424,17 @@ def test_bad_value_of_a_plain_option_is_shown():
     text = raises_clean(lambda: options.parse(dict(BASE, **{"kafka.enable.idempotence": "maybe"})),
                         "kafka.enable.idempotence", "true or false")
     assert "'maybe'" in text
+
+
+def test_nothing_logged_with_a_secret(certs, caplog):
+    """Parsing on the driver and building the producer's TLS setup on an executor log
+    nothing that holds a secret (at any level)."""
+    caplog.set_level("DEBUG")
+    opts = full_options(certs)
+    opts["kafka.ssl.keystore.location"] = certs.keystore_p12
+    opts["kafka.ssl.keystore.password"] = SECRET
+    _, cfg = options.parse(opts)
+    stores.materialize(cfg)
+    with pytest.raises(KafkaConfigurationError):
+        options.parse(dict(opts, **{"kafka.ssl.truststore.password": "wrong-" + SECRET}))
+    no_secret("\n".join(r.getMessage() for r in caplog.records), "wrong-" + SECRET)

@@ -9,9 +9,11 @@ Types:
 - PEM is used as it is: a truststore of certificates, a keystore holding the private key
   (encrypted or not: ``kafka.ssl.key.password``) and its certificate chain. As in Kafka, a PEM
   store takes no store password.
-- PKCS12 is converted to PEM with the ``cryptography`` package. The PEM files go to a private
-  directory (mode 0700, files 0600) removed at exit. A converted private key stays encrypted
-  with the key password (or the store password) when there is one.
+- PKCS12 is converted to PEM with the ``cryptography`` package, into a fresh private directory
+  (mode 0700, files 0600; a private key stays encrypted with the key password, or the store
+  password, when there is one). The producer's SSLContext is built from those files by
+  pyprod.ssl_factory, as the producer would, and the directory is removed right away: the
+  producer gets ``ssl_context``. No key material outlives the producer's construction on disk.
 - JKS and JCEKS fail early with the keytool command that converts them.
 - Without a type (Kafka's default is JKS, whose Java loader also reads PKCS12), the file's
   first bytes decide, or its name (.p12/.pfx/.pem/.crt/.jks) where the file is not readable.
@@ -19,17 +21,15 @@ Types:
 The paths name files on the executors. Planning (on the driver) builds a :class:`Store` and
 checks what it can: the type, the options that go together and, when the file is readable
 there too, its content and password. Conversion happens where the producer is created
-(:func:`materialize`, from the producer cache's factory), once per file and process. The
-producer cache keys on the Store, so equal options share one producer.
+(:func:`materialize`, from the producer cache's factory). The producer cache keys on the
+Store (its options), so equal options share one producer per worker.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import ssl
 import tempfile
-import threading
 
 from pyprod.errors import KafkaConfigurationError
 
@@ -171,7 +171,7 @@ def check(store, given=None):
                 if store.role == KEYSTORE else ""))
     if data is not None and kind is not None:
         _convert(Store(store.role, store.location, kind, store.password, store.key_password),
-                 data, write=False)
+                 data)
     return kind
 
 
@@ -181,36 +181,6 @@ def for_validation(configs):
 
 
 # -- the executor side -----------------------------------------------------------------------
-_lock = threading.Lock()
-_converted = {}      # (store identity, file signature, pid) -> configs
-_dirs = {}           # pid -> private directory
-
-
-def _private_dir():
-    pid = os.getpid()
-    path = _dirs.get(pid)
-    if path is None or not os.path.isdir(path):
-        path = tempfile.mkdtemp(prefix="pyprod-ssl-")
-        os.chmod(path, 0o700)
-        _dirs[pid] = path
-    return path
-
-
-def _write(directory, name, data):
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return path
-
-
-@atexit.register
-def _remove_dirs():
-    path = _dirs.get(os.getpid())  # a forked child never removes its parent's directory
-    if path:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _load_pkcs12(store, data):
     try:
         from cryptography.hazmat.primitives.serialization import pkcs12
@@ -236,12 +206,26 @@ def _pem_certs(certs):
     return b"".join(c.public_bytes(Encoding.PEM) for c in certs)
 
 
-def _convert(store, data, write=True):
-    """The pyprod configs for ``store`` (file content ``data``); with write=False only the
-    checks."""
+def _write(directory, name, data):
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _private_dir():
+    path = tempfile.mkdtemp(prefix="pyprod-ssl-")
+    os.chmod(path, 0o700)
+    return path
+
+
+def _convert(store, data, directory=None):
+    """The pyprod configs for ``store`` (file content ``data``), PKCS12 written as PEM files
+    into ``directory``; without a directory only the checks."""
     kind = store.type or store_type(store.role, store.location, None, data)
     if kind == PEM:
-        return _check_pem(store, write)
+        return _check_pem(store)
     p12 = _load_pkcs12(store, data)
     certs = ([p12.cert.certificate] if p12.cert else []) + [
         c.certificate for c in p12.additional_certs]
@@ -249,27 +233,25 @@ def _convert(store, data, write=True):
         if not certs:
             raise KafkaConfigurationError("%s holds no certificate" % (
                 _opt(store.role, "location"),))
-        if not write:
+        if directory is None:
             return {}
-        return {"ssl_cafile": _write(_private_dir(), "truststore-%d.pem" % len(_converted),
-                                     _pem_certs(certs))}
+        return {"ssl_cafile": _write(directory, "truststore.pem", _pem_certs(certs))}
     if p12.key is None or p12.cert is None:
         raise KafkaConfigurationError("%s holds no private key with its certificate" % (
             _opt(store.role, "location"),))
-    if not write:
+    if directory is None:
         return {}
     from cryptography.hazmat.primitives import serialization as ser
     password = store.key_password or store.password
     encryption = (ser.BestAvailableEncryption(password.encode()) if password
                   else ser.NoEncryption())
     key = p12.key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, encryption)
-    directory, n = _private_dir(), len(_converted)
-    return {"ssl_certfile": _write(directory, "keystore-%d.crt.pem" % n, _pem_certs(certs)),
-            "ssl_keyfile": _write(directory, "keystore-%d.key.pem" % n, key),
+    return {"ssl_certfile": _write(directory, "keystore.crt.pem", _pem_certs(certs)),
+            "ssl_keyfile": _write(directory, "keystore.key.pem", key),
             "ssl_password": password or None}
 
 
-def _check_pem(store, write):
+def _check_pem(store):
     """PEM stores are used in place; the checks load them the way ssl will."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
@@ -292,30 +274,43 @@ def _check_pem(store, write):
     return out
 
 
-def _signature(location):
-    try:
-        st = os.stat(location)
-    except OSError:
-        raise KafkaConfigurationError("%s cannot be read here" % (location,)) from None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
-
 def materialize(configs):
-    """Producer configs with every Store replaced by the PEM paths (and ssl_password) it
-    stands for. Each store file is converted once per process (again if it changes)."""
-    stores = [v for v in configs.values() if isinstance(v, Store)]
-    if not stores:
+    """KafkaProducer configs for ``configs``: a PEM Store becomes its path. PKCS12 Stores are
+    converted to PEM files in a fresh private directory, loaded into the SSLContext the
+    producer would build (pyprod.ssl_factory), and the directory is removed at once: the
+    producer gets that ssl_context. Stores are dropped where the protocol uses no TLS."""
+    from pyprod import config as configuration
+    from pyprod.ssl_factory import create_ssl_context, uses_ssl
+    found = [v for v in configs.values() if isinstance(v, Store)]
+    if not found:
         return configs
     out = {k: v for k, v in configs.items() if not isinstance(v, Store)}
-    for store in stores:
-        with _lock:
-            memo = (store._identity(), _signature(store.location), os.getpid())
-            done = _converted.get(memo)
-            if done is None:
-                data = _read(store.location)
-                if data is None:
-                    raise KafkaConfigurationError("%s %s cannot be read here" % (
-                        _opt(store.role, "location"), store.location))
-                done = _converted[memo] = _convert(store, data)
-        out.update(done)
+    if not uses_ssl({"security_protocol": configs.get("security_protocol", "PLAINTEXT")}):
+        return out
+    directory = None
+    try:
+        for store in found:
+            data = _read(store.location)
+            if data is None:
+                raise KafkaConfigurationError("%s %s cannot be read here" % (
+                    _opt(store.role, "location"), store.location))
+            if (store.type or store_type(store.role, store.location, None, data)) == PKCS12:
+                directory = directory or _private_dir()
+                out.update(_convert(store, data, directory))
+            else:
+                out.update(_check_pem(store))
+        if directory is None:
+            return out
+        try:
+            context = create_ssl_context(configuration.build(**out))
+        except KafkaConfigurationError:
+            raise KafkaConfigurationError(
+                "the PEM converted from %s could not be loaded" % " and ".join(
+                    _opt(s.role, "location") for s in found)) from None
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+    for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"):
+        out.pop(key, None)  # loaded into the context
+    out["ssl_context"] = context
     return out
