@@ -23,8 +23,9 @@ REVOKED         SSL            cert revoked by ``certs.crl_file``: fails with ss
 
 Users (``cluster.users``, the same for PLAIN and both SCRAMs): alice/alice-secret and
 bob/bob-secret. OAUTHBEARER: the broker's default unsecured-JWS validator; any token from
-:func:`unsecured_jwt` (or librdkafka's ``sasl.oauthbearer.config=principal=alice``) passes,
-:class:`UnsecuredTokenProvider` is a kafka-python-style token provider. GSSAPI: ``cluster.kdc``
+pyprod's :class:`~pyprod.sasl.unsecured_jws.UnsecuredTokenProvider` (or librdkafka's
+``sasl.oauthbearer.config=principal=alice``) passes; :func:`kafka_python_token_provider` wraps it
+for kafka-python. GSSAPI: ``cluster.kdc``
 (:class:`pyprod.testing.kdc.KerberosKDC`, realm PYPROD.TEST), broker principal
 ``kafka/127.0.0.1@PYPROD.TEST`` (service name "kafka", clients target host 127.0.0.1; a client
 targeting kafka/localhost gets a ticket but the broker refuses it: "invalid credentials with
@@ -45,20 +46,19 @@ PKCS12 trust/key stores with passwords and a PEM keystore for Java clients (Spar
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime
 import ipaddress
-import json
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
+
+from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
 
 from .kafka_cluster import KafkaCluster, free_ports
 
-__all__ = ["Certificates", "make_certificates", "unsecured_jwt", "UnsecuredTokenProvider",
+__all__ = ["Certificates", "make_certificates", "kafka_python_token_provider",
            "SecureKafkaCluster", "LISTENERS", "MECHANISMS", "USERS", "REAUTH_MS"]
 
 _DAY = datetime.timedelta(days=1)
@@ -242,39 +242,14 @@ def make_certificates(directory: str, *, password: str = "pyprod-store-secret") 
 # ---------------------------------------------------------------------------------------------
 # OAUTHBEARER: unsecured JWS tokens, as the broker's default validator accepts
 
-def _b64(obj) -> str:
-    return base64.urlsafe_b64encode(json.dumps(obj, separators=(",", ":")).encode()) \
-        .decode().rstrip("=")
+def kafka_python_token_provider(principal: str = "alice", **kwargs):
+    """pyprod's UnsecuredTokenProvider as kafka-python wants it: kafka-python insists on its
+    own AbstractTokenProvider base class (pyprod takes any object with ``token()``)."""
+    from kafka.net.sasl.oauth import AbstractTokenProvider
 
-
-def unsecured_jwt(sub: str = "alice", lifetime_s: float = 3600.0, **claims) -> str:
-    """An unsigned JWS (``alg: none``) with ``sub``, ``iat`` and ``exp`` claims."""
-    now = time.time()
-    payload = {"sub": sub, "iat": int(now), "exp": int(now + lifetime_s), **claims}
-    return f"{_b64({'alg': 'none'})}.{_b64(payload)}."
-
-
-class UnsecuredTokenProvider:
-    """kafka-python-style token provider (``token()``, ``extensions()``) of unsecured JWS.
-    kafka-python insists on its own AbstractTokenProvider base class:
-    :meth:`for_kafka_python` returns an instance of a subclass of it."""
-
-    def __init__(self, sub: str = "alice", lifetime_s: float = 3600.0):
-        self.sub, self.lifetime_s = sub, lifetime_s
-
-    def token(self) -> str:
-        return unsecured_jwt(self.sub, self.lifetime_s)
-
-    def extensions(self) -> dict:
-        return {}
-
-    @classmethod
-    def for_kafka_python(cls, sub: str = "alice", lifetime_s: float = 3600.0):
-        from kafka.net.sasl.oauth import AbstractTokenProvider
-
-        class _Provider(cls, AbstractTokenProvider):
-            pass
-        return _Provider(sub, lifetime_s)
+    class _Provider(UnsecuredTokenProvider, AbstractTokenProvider):
+        pass
+    return _Provider(principal, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,7 +318,7 @@ class SecureKafkaCluster(KafkaCluster):
         if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             cfg.update(sasl_plain_username=user, sasl_plain_password=self.users[user])
         elif mechanism == "OAUTHBEARER":
-            cfg["sasl_oauth_token_provider"] = UnsecuredTokenProvider.for_kafka_python(user)
+            cfg["sasl_oauth_token_provider"] = kafka_python_token_provider(user)
         elif mechanism == "GSSAPI":
             cfg["sasl_kerberos_service_name"] = "kafka"
         else:
