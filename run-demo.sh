@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install what is missing (JDK, Maven, a venv with pyprod built
-# from source), start a local Kafka broker, publish through pyprod, print the throughput, read
-# everything back with an independent client and check it. Options go to `python -m pyprod.demo`
-# (e.g. --records 200000; --help lists them).
+# The main job on a fresh machine: install what is missing (a JDK, Maven and Kerberos, .venv with
+# pyprod built from source), start a local Kafka broker, publish through pyprod, print the
+# throughput, read everything back with an independent client and check it. Options go to
+# `python -m pyprod.demo` (e.g. --records 200000; --help lists them).
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
+echo "run-demo: python -m pyprod.demo${*:+ $*}"
 python -m pyprod.demo "$@"

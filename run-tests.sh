@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs what it needs (Python deps into .venv, a JDK
-# and Maven if missing, the Kafka jars via Maven), builds the extensions, runs every test.
+# The whole test suite on a fresh machine: installs what it needs (a JDK, Maven and Kerberos if
+# missing, .venv with pyprod built from source and its test extras, the Kafka jars via Maven),
+# then runs every test on the compiled kcore, then the kernels again on the pure twins.
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
+echo "run-tests: python -m pytest${*:+ $*} (compiled kcore)"
 python -m pytest "$@"
-# The loader path without extensions: the pure-Python twins alone.
+echo "run-tests: tests/kernels with PYPROD_NO_EXTENSIONS=1 (the pure-Python twins)"
 PYPROD_NO_EXTENSIONS=1 python -m pytest -q -p no:cacheprovider tests/kernels
