@@ -30,7 +30,7 @@ from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
 include "shared/batch_send.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
 
-__all__ = ["BatchSendPath"]
+__all__ = ["BatchSendPath", "prepare_rows"]
 
 cdef extern from "clock_impl.h" nogil:
     int64_t kc_wall_ms()

@@ -20,7 +20,7 @@ from kcore.shared.batch_send import prepare_rows
 from kcore.shared.record_accumulator import _not_in_metadata, _too_large
 from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
-__all__ = ["BatchSendPath"]
+__all__ = ["BatchSendPath", "prepare_rows"]
 
 class BatchSendPath:
     """KafkaProducer.send_batch (without a custom partitioner: the producer loops over send()
