@@ -94,7 +94,11 @@ class KafkaProducer:
         self._closed = False
         _live.add(self)
         if self.config["api_version"] is None:
-            self._bootstrap(self.config["bootstrap_timeout_ms"])
+            try:  # a refused authentication raises here (Metadata's fatal error)
+                self._bootstrap(self.config["bootstrap_timeout_ms"])
+            except BaseException:
+                self.close(timeout=0)
+                raise
 
     def _bootstrap(self, timeout_ms):
         """kafka-python connects eagerly: fail fast with NoBrokersAvailable, naming each
@@ -163,10 +167,9 @@ class KafkaProducer:
 
     def _send_batch_each(self, path, topic, values, keys, headers, partitions, timestamps):
         """send_batch with a custom partitioner: one send() per record, one future."""
-        from kcore.pure.batch_send import prepare_rows
         sp = self._send_path
         sp.check_usable()
-        vals, keys, hdrs, parts, stamps = prepare_rows(
+        vals, keys, hdrs, parts, stamps = kcore.prepare_rows(
             topic, values, keys, headers, partitions, timestamps, path.key_serializer,
             path.value_serializer)
         raw = self.__dict__.get("_raw_send_path")
