@@ -834,17 +834,7 @@ cdef class BatchSendPath:
         cdef Py_ssize_t n
         cdef int64_t top = -1
         self.send_path.check_usable()
-        if type(topic) is not str or not topic:
-            raise TypeError("topic must be a non-empty str, got %r" % (topic,))
-        if _arrow(values) is None:
-            _sequence(values, "values")
-        n = len(values)
-        for obj, name in ((keys, "keys"), (headers, "headers"), (partitions, "partitions"),
-                          (timestamps, "timestamps")):
-            if obj is not None:
-                if _arrow(obj) is None:
-                    _sequence(obj, name)
-                _check_len(obj, name, n)
+        n = check_columns(topic, values, keys, headers, partitions, timestamps)
         call = _Call()
         call.path, call.acc, call.n = self, self.accumulator, n
         call.placed = _Placement(n)

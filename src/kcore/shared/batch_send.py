@@ -134,10 +134,8 @@ def _header_rows(obj):
     return rows
 
 
-def prepare_rows(topic, values, keys, headers, partitions, timestamps, key_serializer=None,
-                 value_serializer=None):
-    """Checked per-record lists (values, keys, headers, partitions, timestamps) of one
-    send_batch call; TypeError / ValueError on bad input, before anything is sent."""
+def check_columns(topic, values, keys, headers, partitions, timestamps):
+    """The record count of a send_batch call, after its type and length checks."""
     if type(topic) is not str or not topic:
         raise TypeError("topic must be a non-empty str, got %r" % (topic,))
     if _arrow(values) is None:
@@ -149,6 +147,14 @@ def prepare_rows(topic, values, keys, headers, partitions, timestamps, key_seria
             if _arrow(obj) is None:
                 _sequence(obj, name)
             _check_len(obj, name, n)
+    return n
+
+
+def prepare_rows(topic, values, keys, headers, partitions, timestamps, key_serializer=None,
+                 value_serializer=None):
+    """Checked per-record lists (values, keys, headers, partitions, timestamps) of one
+    send_batch call; TypeError / ValueError on bad input, before anything is sent."""
+    n = check_columns(topic, values, keys, headers, partitions, timestamps)
     hdrs = [None] * n if headers is None else _header_rows(headers)
     given = hdrs if _arrow(headers) is None else [None] * n  # what serializers see
     out = [_binary_rows(values, "values", value_serializer, topic, given),
