@@ -91,6 +91,17 @@ _POSITIVE = (
 _client_ids = itertools.count(1)
 
 
+def number_from_text(text):
+    """int, else float, of a config value given as text; KafkaConfigurationError otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise KafkaConfigurationError("expected a number, got text") from None
+
+
 def from_java_names(props):
     """Map Java-style keys (``linger.ms``) to pyprod's (``linger_ms``); unknown keys raise."""
     out = {}

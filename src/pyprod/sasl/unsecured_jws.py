@@ -26,6 +26,7 @@ import re
 import threading
 import time
 
+from pyprod.config import number_from_text
 from pyprod.errors import KafkaConfigurationError
 
 __all__ = ["UnsecuredTokenProvider"]
@@ -55,13 +56,10 @@ def _b64url(obj):
 
 def _number(name, text):
     try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            raise KafkaConfigurationError(
-                "option %s%s: expected a number" % (_NUMBER_CLAIM, name)) from None
+        return number_from_text(text)
+    except KafkaConfigurationError:
+        raise KafkaConfigurationError(
+            "option %s%s: expected a number" % (_NUMBER_CLAIM, name)) from None
 
 
 def _list(text):

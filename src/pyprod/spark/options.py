@@ -41,13 +41,7 @@ def _typed(key, text):
     if key == "acks":
         return text.strip()  # 'all', '1', '0', '-1': checked by pyprod.config
     if key in _INT_CONFIGS or (isinstance(default, (int, float)) and default is not None):
-        try:
-            return int(text)
-        except ValueError:
-            try:
-                return float(text)
-            except ValueError:
-                raise KafkaConfigurationError("expected a number") from None
+        return configuration.number_from_text(text)
     return text
 
 
