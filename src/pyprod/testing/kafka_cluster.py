@@ -20,6 +20,7 @@ import ctypes
 import fcntl
 import hashlib
 import importlib.resources
+import json
 import logging
 import os
 import queue
@@ -717,6 +718,26 @@ class KafkaCluster:
                     return leader
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}/{partition} has no leader after {timeout}s")
+            time.sleep(0.05)
+
+    def controller_id(self, timeout: float = 10.0) -> int:
+        """Node index of the active KRaft controller (the metadata quorum's leader), read from
+        the running nodes' ``quorum-state`` files (the newest epoch wins); waits out elections."""
+        deadline = time.monotonic() + timeout
+        while True:
+            best = (-1, -1)  # (epoch, leader)
+            for i in range(self.nodes):
+                path = os.path.join(self._props(i)["log.dirs"], "__cluster_metadata-0",
+                                    "quorum-state")
+                with contextlib.suppress(OSError, ValueError):
+                    if self.is_running(i):
+                        with open(path) as f:
+                            st = json.load(f)
+                        best = max(best, (st.get("leaderEpoch", -1), st.get("leaderId", -1)))
+            if 0 <= best[1] < self.nodes and self.is_running(best[1]):
+                return best[1]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no active controller after {timeout}s (saw {best})")
             time.sleep(0.05)
 
     # -- logs ------------------------------------------------------------------------------------

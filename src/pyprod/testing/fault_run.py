@@ -1,0 +1,319 @@
+"""One producer client writing keyed records through a :class:`FaultInjector` rotation, then an
+independent read-back and an audit of what was acknowledged against what the topic holds.
+
+Record ``i`` has key ``key-%04d % (i % keys)`` and value ``"%08d:%06d" % (i, i // keys)``: its
+id and its sequence number within its key, so the read-back needs no state to find duplicates,
+losses and per-key order. Clients: "pyprod", "kafka-python" (both send() -> future) and
+"confluent-kafka" (produce() with a delivery callback); all with acks=all and idempotence.
+
+    result = run_under_faults("pyprod", cluster, topic, 200_000, faults=20, seed=7)
+    result.audit.problems()   # [] when nothing was lost, duplicated, reordered or left pending
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from pyprod.testing.fault_injector import FaultInjector
+from pyprod.testing.readback import read_all_kafka_python
+
+__all__ = ["CLIENTS", "Audit", "RunResult", "audit", "record", "parse_value",
+           "run_under_faults"]
+
+CLIENTS = ("pyprod", "kafka-python", "confluent-kafka")
+KEYS = 256
+SAMPLE = 20  # ids kept per kind of problem, for the report
+
+# shared producer settings, per client; request timeouts short enough that a paused broker
+# costs a few seconds, delivery timeouts long enough to outlast any single fault
+PRODUCER_CONFIG = {
+    "pyprod": dict(acks="all", enable_idempotence=True, linger_ms=5,
+                   max_in_flight_requests_per_connection=5, request_timeout_ms=5000,
+                   delivery_timeout_ms=120_000, retry_backoff_ms=100,
+                   reconnect_backoff_max_ms=1000),
+    "kafka-python": dict(acks="all", enable_idempotence=True, linger_ms=5,
+                         max_in_flight_requests_per_connection=5, request_timeout_ms=5000,
+                         delivery_timeout_ms=120_000, retry_backoff_ms=100,
+                         reconnect_backoff_max_ms=1000),
+    "confluent-kafka": {"acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                        "max.in.flight.requests.per.connection": 5,
+                        "socket.timeout.ms": 5000, "request.timeout.ms": 5000,
+                        "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
+                        "reconnect.backoff.max.ms": 1000, "partitioner": "murmur2_random"},
+}
+
+
+def record(i: int, keys: int = KEYS) -> tuple[bytes, bytes]:
+    """(key, value) of record ``i``."""
+    return b"key-%04d" % (i % keys), b"%08d:%06d" % (i, i // keys)
+
+
+def parse_value(value) -> tuple[int, int] | None:
+    """(id, per-key sequence) of a value written by :func:`record`; None for anything else."""
+    try:
+        a, b = bytes(value).split(b":")
+        return int(a), int(b)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the audit
+
+@dataclass
+class Audit:
+    records: int
+    acked: int = 0
+    failed: int = 0  # futures completed with an error
+    unresolved: int = 0  # futures never completed
+    read: int = 0
+    lost_acked: int = 0  # acknowledged, not in the topic
+    duplicates: int = 0  # extra copies in the topic
+    order_violations: int = 0  # a key's sequence went backwards within its partition
+    offset_mismatches: int = 0  # acknowledged at (p, o) but read elsewhere
+    failed_but_written: int = 0  # failed future whose record is in the topic (allowed)
+    foreign: int = 0  # records in the topic this run did not write
+    errors: dict = field(default_factory=dict)  # error type -> count
+    samples: dict = field(default_factory=dict)  # problem -> [details]
+
+    def problems(self) -> list[str]:
+        """What breaks exactly-once delivery of the acknowledged records, as sentences."""
+        out = []
+        for name in ("unresolved", "lost_acked", "duplicates", "order_violations",
+                     "offset_mismatches", "foreign"):
+            count = getattr(self, name)
+            if count:
+                out.append(f"{name}: {count} (e.g. {self.samples.get(name, [])[:SAMPLE]})")
+        return out
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _sample(samples, name, item):
+    lst = samples.setdefault(name, [])
+    if len(lst) < SAMPLE:
+        lst.append(item)
+
+
+def audit(n: int, outcomes: list, read: list, keys: int = KEYS) -> Audit:
+    """``outcomes[i]``: None (pending), (partition, offset) (acknowledged) or an error name;
+    ``read``: :class:`~pyprod.testing.readback.Record` list of the whole topic."""
+    a = Audit(records=n, read=len(read))
+    s = a.samples
+    for o in outcomes:
+        if o is None:
+            a.unresolved += 1
+        elif isinstance(o, tuple):
+            a.acked += 1
+        else:
+            a.failed += 1
+            a.errors[o] = a.errors.get(o, 0) + 1
+    for i, o in enumerate(outcomes):
+        if o is None:
+            _sample(s, "unresolved", i)
+    where = defaultdict(list)  # id -> [(partition, offset)]
+    last_seq = {}  # (partition, key) -> last sequence read
+    for r in sorted(read, key=lambda r: (r.partition, r.offset)):
+        parsed = parse_value(r.value)
+        if parsed is None or not 0 <= parsed[0] < n or record(parsed[0], keys)[0] != r.key:
+            a.foreign += 1
+            _sample(s, "foreign", (r.partition, r.offset, r.key, r.value))
+            continue
+        i, seq = parsed
+        where[i].append((r.partition, r.offset))
+        prev = last_seq.get((r.partition, r.key))
+        if prev is not None and seq < prev:
+            a.order_violations += 1
+            _sample(s, "order_violations", dict(partition=r.partition, offset=r.offset,
+                                                key=r.key.decode(), seq=seq, after_seq=prev))
+        last_seq[(r.partition, r.key)] = max(seq, -1 if prev is None else prev)
+    for i, places in where.items():
+        if len(places) > 1:
+            a.duplicates += len(places) - 1
+            _sample(s, "duplicates", dict(id=i, at=places, outcome=outcomes[i]))
+        o = outcomes[i]
+        if isinstance(o, tuple):
+            if o not in places:
+                a.offset_mismatches += 1
+                _sample(s, "offset_mismatches", dict(id=i, acked_at=o, read_at=places))
+        elif o is not None:
+            a.failed_but_written += 1
+    for i, o in enumerate(outcomes):
+        if isinstance(o, tuple) and i not in where:
+            a.lost_acked += 1
+            _sample(s, "lost_acked", dict(id=i, acked_at=o))
+    return a
+
+
+# ---------------------------------------------------------------------------------------------
+# the clients
+
+def _send_futures(producer, topic, n, injector, keys, flush_s):
+    """pyprod and kafka-python: send(), keep the futures, flush; outcomes from the futures."""
+    futures = [None] * n
+    send = producer.send
+    for lo, hi in injector.paced(n):
+        for i in range(lo, hi):
+            key, value = record(i, keys)
+            futures[i] = send(topic, value, key=key)
+    with contextlib.suppress(Exception):  # a timed-out flush leaves futures pending: audited
+        producer.flush(timeout=flush_s)
+    out = []
+    for f in futures:
+        if not f.is_done:
+            out.append(None)
+        elif f.exception is None:
+            out.append((f.value.partition, f.value.offset))
+        else:
+            out.append(type(f.exception).__name__)
+    return out
+
+
+def _run_futures(cls, bootstrap, topic, n, injector, keys, flush_s, config):
+    p = cls(bootstrap_servers=bootstrap, **config)
+    try:  # metadata, connections and a producer id before the first fault
+        p.send(topic, b"warm:-1", key=b"warm").get(timeout=60)
+    except BaseException:
+        p.close(timeout=5)
+        raise
+    return p, lambda: _send_futures(p, topic, n, injector, keys, flush_s)
+
+
+def _run_pyprod(*args):
+    from pyprod import KafkaProducer
+    return _run_futures(KafkaProducer, *args)
+
+
+def _run_kafka_python(*args):
+    from kafka import KafkaProducer
+    return _run_futures(KafkaProducer, *args)
+
+
+class _ConfluentClose:
+    def __init__(self, p):
+        self.p = p
+
+    def close(self, timeout=None):
+        self.p.flush(timeout or 0)
+
+
+def _run_confluent(bootstrap, topic, n, injector, keys, flush_s, config):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, **config})
+    warm = []
+    p.produce(topic, b"warm:-1", key=b"warm", on_delivery=lambda err, msg: warm.append(err))
+    p.flush(60)
+    if not warm or warm[0] is not None:
+        raise RuntimeError(f"confluent-kafka could not write the warm-up record: {warm}")
+
+    def go():
+        outcomes = [None] * n
+
+        def done(err, msg):
+            parsed = parse_value(msg.value())
+            if parsed is not None:
+                outcomes[parsed[0]] = ((msg.partition(), msg.offset()) if err is None
+                                       else err.name())
+        produce, poll = p.produce, p.poll
+        for lo, hi in injector.paced(n):
+            for i in range(lo, hi):
+                key, value = record(i, keys)
+                while True:
+                    try:
+                        produce(topic, value, key=key, on_delivery=done)
+                        break
+                    except BufferError:  # local queue full: serve callbacks, retry
+                        poll(0.05)
+            poll(0)
+        p.flush(flush_s)
+        return outcomes
+    return _ConfluentClose(p), go
+
+
+_RUNNERS = {"pyprod": _run_pyprod, "kafka-python": _run_kafka_python,
+            "confluent-kafka": _run_confluent}
+
+
+@dataclass
+class RunResult:
+    client: str
+    topic: str
+    records: int
+    wall_s: float  # first send until flush returned
+    faults: list  # [Fault.as_dict()]
+    fault_summary: dict
+    audit: Audit
+    injector_error: str | None = None
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["audit"] = self.audit.as_dict()
+        return d
+
+
+def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KEYS,
+                     config: dict | None = None, log_path: str | None = None,
+                     flush_s: float = 300.0, read_timeout: float = 180.0,
+                     **injector_kwargs) -> RunResult:
+    """Write ``n`` keyed records with ``client`` to ``topic`` (which must exist) while a
+    :class:`FaultInjector` (``injector_kwargs``) rotates faults over ``cluster``; read the topic
+    back with kafka-python and audit it. ``log_path``: pyprod's DEBUG log (and the injector's)
+    goes to that file for the run. ``config`` overrides the client's :data:`PRODUCER_CONFIG`."""
+    if client not in _RUNNERS:
+        raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
+    cfg = {**PRODUCER_CONFIG[client], **(config or {})}
+    handler = _debug_log(log_path)
+    injector = FaultInjector(cluster, topic, **injector_kwargs)
+    producer = None
+    try:
+        producer, go = _RUNNERS[client](cluster.bootstrap_servers, topic, n, injector,
+                                              keys, flush_s, cfg)
+        injector.start()
+        t0 = time.monotonic()
+        try:
+            outcomes = go()
+            wall = time.monotonic() - t0
+        finally:
+            injector.join()
+            injector.heal()
+        producer.close(timeout=30)
+        producer = None
+        read = read_all_kafka_python(cluster.bootstrap_servers, topic, timeout=read_timeout)
+        read = [r for r in read if r.key != b"warm"]
+        return RunResult(client, topic, n, round(wall, 3), [f.as_dict() for f in injector.faults],
+                         injector.summary(), audit(n, outcomes, read, keys),
+                         None if injector.error is None else repr(injector.error))
+    finally:
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                producer.close(timeout=5)
+        if injector.is_alive():
+            injector.stop()
+        if handler is not None:
+            lg = logging.getLogger("pyprod")
+            lg.removeHandler(handler)
+            lg.setLevel(handler.saved[0])
+            lg.propagate = handler.saved[1]
+            handler.close()
+
+
+def _debug_log(path):
+    if not path:
+        return None
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s.%(msecs)03d %(threadName)s %(name)s %(levelname)s %(message)s",
+        "%H:%M:%S"))
+    handler.setLevel(logging.DEBUG)
+    lg = logging.getLogger("pyprod")
+    handler.saved = (lg.level, lg.propagate)
+    lg.addHandler(handler)
+    lg.setLevel(logging.DEBUG)
+    lg.propagate = False  # DEBUG to the file only, not into pytest's or the root's handlers
+    return handler
