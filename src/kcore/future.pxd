@@ -8,6 +8,7 @@ cdef class ProduceRequestResult:
     cdef public int64_t log_append_time
     cdef public object error
     cdef public object record_errors
+    cdef public object pieces      # a split batch's: [(first index, count, piece's result)]
     cdef public bint is_done
     cdef object _event
     cdef list _thunks

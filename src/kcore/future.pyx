@@ -86,9 +86,12 @@ cdef class FutureRecordMetadata:
     @property
     def value(self):
         cdef ProduceRequestResult r = self._result
+        cdef int64_t index = self._index
         if self._value is None and r.is_done and self.exception is None:
+            if r.pieces is not None:
+                r, index = _piece_of(r, index)
             ts = r.log_append_time if r.log_append_time != -1 else self._timestamp
-            offset = r.base_offset + self._index if r.base_offset != -1 else -1
+            offset = r.base_offset + index if r.base_offset != -1 else -1
             tp = r.topic_partition
             self._value = RecordMetadata(tp[0], tp[1], tp, offset, ts, None, self._key_size,
                                          self._value_size, self._header_size)

@@ -11,7 +11,8 @@ from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuild
 
 include "shared/producer_batch.py"  # BATCH_HEADER, record_size_upper_bound, segment reports
 
-__all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
+__all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER",
+           "piece_errors"]
 
 cdef enum:
     C_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # RECORD_OVERHEAD, for nogil code
@@ -141,6 +142,10 @@ cdef class ProducerBatch:
     @property
     def has_sequence(self):
         return self.base_sequence >= 0
+
+    def split(self, batch_size, compression):
+        """Its records in two new batches, first half first (MESSAGE_TOO_LARGE; Java's split)."""
+        return _split_in_halves(self, ProducerBatch, batch_size, compression)
 
     def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
         cdef list segments = self.segments

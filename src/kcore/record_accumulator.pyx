@@ -63,6 +63,17 @@ cdef uint64_t _xorshift(uint64_t* state) noexcept nogil:
     return x
 
 
+cdef void _insert_in_order(object dq, ProducerBatch batch) except *:
+    cdef Py_ssize_t i = 0
+    if batch.base_sequence < 0:
+        dq.appendleft(batch)
+        return
+    while i < len(dq) and (<ProducerBatch>dq[i]).base_sequence >= 0 and \
+            (<ProducerBatch>dq[i]).base_sequence < batch.base_sequence:
+        i += 1
+    dq.insert(i, batch)
+
+
 cdef class RecordAccumulator:
     def __init__(self, config, metadata, transaction_manager=None, seed=None):
         self.batch_size = config["batch_size"]
@@ -268,17 +279,19 @@ cdef class RecordAccumulator:
         return batches
 
     def reenqueue(self, ProducerBatch batch, int64_t now):
-        cdef Py_ssize_t i = 0
         batch.attempts += 1
         batch.last_attempt_ms = now
+        _insert_in_order(self._deques[batch.topic_partition], batch)
+
+    def split_and_reenqueue(self, ProducerBatch batch):
+        """The halves of a batch the broker refused as too large, back at the head of its deque
+        (Java's splitAndReenqueue); the batch completes once they have (the Sender's part)."""
+        halves = batch.split(self.batch_size, self.compression)
         dq = self._deques[batch.topic_partition]
-        if batch.base_sequence < 0:
-            dq.appendleft(batch)
-            return
-        while i < len(dq) and (<ProducerBatch>dq[i]).base_sequence >= 0 and \
-                (<ProducerBatch>dq[i]).base_sequence < batch.base_sequence:
-            i += 1
-        dq.insert(i, batch)
+        for half in reversed(halves):
+            _insert_in_order(dq, half)
+        self._incomplete.update(halves)
+        return halves
 
     def expired_batches(self, int64_t now):
         cdef list expired = []

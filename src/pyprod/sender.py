@@ -56,6 +56,7 @@ class Sender(threading.Thread):
         start = now_ms()
         self._wheel = kcore.TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, start)
         self._in_flight = {}  # batch -> wheel handle of its delivery deadline
+        self._split_parents = {}  # half of a batch split on MESSAGE_TOO_LARGE -> the batch
         self._queue_scan = self._wheel.add(start, _QUEUE_SCAN)
         self._queue_scan_ms = start
 
@@ -178,9 +179,16 @@ class Sender(threading.Thread):
 
     # -- produce ----------------------------------------------------------------------------
     def _send_produce_request(self, node, batches, now):
-        version = self.client.api_version(node, produce.API_KEY)
-        body = kcore.encode_produce_body(version, self.acks, self.request_timeout_ms, None, [
-            (b.topic_partition.topic, b.topic_partition.partition, b.payload) for b in batches])
+        try:  # IncompatibleBrokerVersion: no Produce version in common (v3+ is needed)
+            version = self.client.api_version(node, produce.API_KEY)
+            body = kcore.encode_produce_body(version, self.acks, self.request_timeout_ms, None, [
+                (b.topic_partition.topic, b.topic_partition.partition, b.payload)
+                for b in batches])
+        except errors.KafkaError as e:
+            log.error("Cannot send to node %s: %s", node, e)
+            for batch in batches:
+                self._fail(batch, e)
+            return
         in_request = {}
         deadline = self.delivery_timeout_ms
         wheel, in_flight = self._wheel, self._in_flight
@@ -247,6 +255,9 @@ class Sender(threading.Thread):
         if error_class is errors.DuplicateSequenceNumberError:
             self._succeed(batch, -1, -1)  # already written by an earlier attempt (Java)
             return
+        if error_class is errors.MessageSizeTooLargeError and batch.record_count > 1:
+            self._split(batch, now)
+            return
         message, record_errors = result[6], result[7]
         error = error_class(message or "")
         if record_errors:
@@ -288,12 +299,34 @@ class Sender(threading.Thread):
             return
         self._fail(batch, error)
 
+    def _split(self, batch, now):
+        """MESSAGE_TOO_LARGE for 2+ records: send its halves instead (Java's split), with its
+        sequences; it completes when they have (_piece_done)."""
+        self.metrics["batch-split-total"] += 1
+        self._unmute(batch)
+        if self.tm is not None:
+            self.tm.remove(batch)
+        for half in self.accumulator.split_and_reenqueue(batch):
+            self._split_parents[half] = batch
+        self._schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
+
+    def _piece_done(self, batch):
+        parent = self._split_parents.pop(batch, None)
+        if parent is None:
+            return
+        pieces = parent.result.pieces
+        if all(piece.is_done for _, _, piece in pieces):
+            self.accumulator.complete(parent, record_errors=kcore.piece_errors(pieces) or None)
+            self._piece_done(parent)
+
     def _succeed(self, batch, base_offset, log_append_time):
         self._unmute(batch)
         if self.tm is not None:
             self.tm.remove(batch, acked=True)
         self.metrics["record-send-total"] += batch.record_count
         self.accumulator.complete(batch, base_offset, log_append_time)
+        if self._split_parents:
+            self._piece_done(batch)
 
     def _fail(self, batch, error, record_errors=None):
         self._unmute(batch)
@@ -301,6 +334,8 @@ class Sender(threading.Thread):
             self.tm.failed(batch)
         self.metrics["record-error-total"] += batch.record_count
         self.accumulator.complete(batch, error=error, record_errors=record_errors)
+        if self._split_parents:
+            self._piece_done(batch)
 
     def _unmute(self, batch):
         if self.guarantee_order:
@@ -313,7 +348,12 @@ class Sender(threading.Thread):
         node = self.client.least_loaded_node(now)
         if node is None or not self.client.ready(node, now):
             return
-        version = self.client.api_version(node, init_producer_id.API_KEY)
+        try:
+            version = self.client.api_version(node, init_producer_id.API_KEY)
+        except errors.KafkaError as e:  # IncompatibleBrokerVersion: idempotence cannot work
+            self.tm.fatal_error = e
+            self.accumulator.abort_incomplete(e)
+            return
         body = init_producer_id.encode_request(  # no transactional id: always a new producer id
             version, transactional_id=None, transaction_timeout_ms=self.transaction_timeout_ms)
         self._init_pid_in_flight = True

@@ -8,7 +8,7 @@ add_callback / add_errback / add_both.
 import threading
 
 from kcore.shared.future import (BatchFuture, BatchMetadata, Future, RecordMetadata,  # noqa: F401
-                                 TopicPartition, _Callbacks, _notify)
+                                 TopicPartition, _Callbacks, _notify, _piece_of)
 from pyprod.errors import KafkaTimeoutError
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
@@ -25,6 +25,7 @@ class ProduceRequestResult:
         self.log_append_time = -1
         self.error = None
         self.record_errors = None  # {batch index: exception}, from the broker's record_errors
+        self.pieces = None  # split batch: [(first index, count, piece's result)]
         self.is_done = False
         self._event = None
         self._thunks = None  # [(future, callback, errback)] of records that asked for a call
@@ -95,8 +96,9 @@ class FutureRecordMetadata(_Callbacks):
     def value(self):
         r = self._result
         if self._value is None and r.is_done and self.exception is None:
+            r, index = _piece_of(r, self._index) if r.pieces is not None else (r, self._index)
             ts = r.log_append_time if r.log_append_time != -1 else self._timestamp
-            offset = r.base_offset + self._index if r.base_offset != -1 else -1
+            offset = r.base_offset + index if r.base_offset != -1 else -1
             tp = r.topic_partition
             self._value = RecordMetadata(tp[0], tp[1], tp, offset, ts, None, self._key_size,
                                          self._value_size, self._header_size)

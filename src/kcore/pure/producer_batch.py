@@ -6,9 +6,11 @@ from kcore.pure.crc import crc32c
 from kcore.pure.future import FutureRecordMetadata, ProduceRequestResult
 from kcore.pure.record_batch_builder import RecordBatchBuilder
 from kcore.shared.producer_batch import (BATCH_HEADER, _TOLD, _report_segments,
+                                         _split_in_halves, piece_errors,
                                          record_size_upper_bound)
 
-__all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"]
+__all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER",
+           "piece_errors"]
 
 _PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43
 _CRC = struct.Struct(">I")  # at offset 17, over bytes 21..end
@@ -93,6 +95,10 @@ class ProducerBatch:
     @property
     def has_sequence(self):
         return self.base_sequence >= 0
+
+    def split(self, batch_size, compression):
+        """Its records in two new batches, first half first (MESSAGE_TOO_LARGE; Java's split)."""
+        return _split_in_halves(self, ProducerBatch, batch_size, compression)
 
     def append_records(self, timestamp_ms, key, value, headers, size):
         """Append without a future (send_batch); False if it does not fit."""

@@ -238,14 +238,28 @@ class RecordAccumulator:
         batch.attempts += 1
         batch.last_attempt_ms = now
         with self._lock:
+            self._insert_in_order(self._deques[batch.topic_partition], batch)
+
+    @staticmethod
+    def _insert_in_order(dq, batch):
+        if not batch.has_sequence:
+            dq.appendleft(batch)
+            return
+        i = 0
+        while i < len(dq) and dq[i].has_sequence and dq[i].base_sequence < batch.base_sequence:
+            i += 1
+        dq.insert(i, batch)
+
+    def split_and_reenqueue(self, batch):
+        """The halves of a batch the broker refused as too large, back at the head of its deque
+        (Java's splitAndReenqueue); the batch completes once they have (the Sender's part)."""
+        halves = batch.split(self.batch_size, self.compression)
+        with self._lock:
             dq = self._deques[batch.topic_partition]
-            if not batch.has_sequence:
-                dq.appendleft(batch)
-                return
-            i = 0
-            while i < len(dq) and dq[i].has_sequence and dq[i].base_sequence < batch.base_sequence:
-                i += 1
-            dq.insert(i, batch)
+            for half in reversed(halves):
+                self._insert_in_order(dq, half)
+            self._incomplete.update(halves)
+        return halves
 
     def expired_batches(self, now):
         """Queued batches older than delivery_timeout_ms, removed from their deques."""

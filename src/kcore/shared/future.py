@@ -42,6 +42,16 @@ def _notify(future, callback, errback):
         _run(errback, exc)
 
 
+def _piece_of(result, index):
+    """(result, index) of a record of a split batch in the piece that sent it."""
+    while result.pieces is not None:
+        for first, count, piece in result.pieces:
+            if index < first + count:
+                result, index = piece, index - first
+                break
+    return result, index
+
+
 def _partial(f, args, kwargs):
     return functools.partial(f, *args, **kwargs) if args or kwargs else f
 
