@@ -36,9 +36,10 @@ class OAuthBearerSaslClient:
             return None
         try:  # the broker's error, e.g. {"status":"invalid_token"}; never the token itself
             status = json.loads(bytes(challenge).decode("utf-8")).get("status", "invalid_token")
-        except (ValueError, AttributeError):
-            status = "invalid_token"
-        self._error = str(status)[:100]
+            status = str(status)[:100]
+        except (ValueError, AttributeError, RecursionError):  # not JSON, not an object, nested
+            status = "invalid_token"                            # too deep for the parser
+        self._error = status
         return _SEP.encode()
 
     @property
