@@ -74,6 +74,7 @@ class FaultInjector(threading.Thread):
         self.recover_timeout = recover_timeout
         self.estimate_s = estimate_s  # a fault's duration guessed before one was measured
         self.log: list[Fault] = []
+        self.paced_until = None  # seconds since start when paced() handed out its last range
         self.error: BaseException | None = None
         self._halt = threading.Event()
         self._t0 = None
@@ -189,6 +190,7 @@ class FaultInjector(threading.Thread):
             while self.progress() < lo / n:
                 time.sleep(poll_s)
             yield lo, min(n, lo + chunk)
+        self.paced_until = time.monotonic() - self._t0
 
     def finish(self, timeout: float | None = None) -> list[Fault]:
         """Wait for the rotation to end (all faults and recoveries), heal; re-raise its error."""

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
+import subprocess
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from pyprod.testing.fault_injector import FaultInjector
+from pyprod.testing.kafka_cluster import java_command
 from pyprod.testing.readback import read_all_kafka_python
 
 __all__ = ["CLIENTS", "Audit", "RunResult", "audit", "record", "parse_value",
@@ -150,6 +154,50 @@ def audit(n: int, outcomes: list, read: list, keys: int = KEYS) -> Audit:
     return a
 
 
+_BATCH = re.compile(rb"baseOffset: (\d+) lastOffset: (\d+) count: \d+ baseSequence: (-?\d+) "
+                    rb"lastSequence: (-?\d+) producerId: (-?\d+) producerEpoch: (-?\d+)")
+
+
+def log_sequences(cluster, topic: str, timeout: float = 120.0) -> dict:
+    """The producer ids, epochs and sequence numbers of every batch of ``topic`` as the
+    partition leaders stored them (Kafka's DumpLogSegments on their log files): ``epochs`` is
+    the list of distinct [producer id, epoch], ``gaps`` counts batches whose base sequence does
+    not follow the previous batch of the same producer id and epoch (a new epoch starts at 0)."""
+    md = cluster.admin().list_topics(topic, timeout=10).topics[topic]
+    files = []
+    for p in sorted(md.partitions):
+        d = os.path.join(cluster.node_dir(md.partitions[p].leader), "data", f"{topic}-{p}")
+        files += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".log"))
+    out = subprocess.run(java_command("org.apache.kafka.tools.DumpLogSegments", "--files",
+                                      ",".join(files)),
+                         capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    result = {"batches": 0, "epochs": [], "gaps": 0, "gap_samples": []}
+    last = {}  # (partition, producer id, epoch) -> last sequence
+    partition = None
+    for line in out.stdout.splitlines():
+        if line.startswith(b"Dumping "):
+            partition = int(line.rsplit(b"-", 1)[1].split(b"/")[0])
+            continue
+        m = _BATCH.search(line)
+        if not m:
+            continue
+        base_off, _, base_seq, last_seq, pid, epoch = map(int, m.groups())
+        result["batches"] += 1
+        if [pid, epoch] not in result["epochs"]:
+            result["epochs"].append([pid, epoch])
+        prev = last.get((partition, pid, epoch))
+        if base_seq != (0 if prev is None else prev + 1):
+            result["gaps"] += 1
+            if len(result["gap_samples"]) < SAMPLE:
+                result["gap_samples"].append(dict(partition=partition, offset=base_off,
+                                                  pid=pid, epoch=epoch, base_sequence=base_seq,
+                                                  after=prev))
+        last[(partition, pid, epoch)] = last_seq
+    if out.returncode != 0 or not result["batches"]:
+        raise RuntimeError(f"DumpLogSegments failed ({out.returncode}): {out.stderr[-2000:]!r}")
+    return result
+
+
 # ---------------------------------------------------------------------------------------------
 # the clients
 
@@ -246,9 +294,11 @@ class RunResult:
     topic: str
     records: int
     wall_s: float  # first send until flush returned
+    send_s: float  # first send until the last send() returned (faults' "t" on the same clock)
     faults: list  # [Fault.as_dict()]
     fault_summary: dict
     audit: Audit
+    sequences: dict  # log_sequences() of the topic after the run, or {"error": ...}
     injector_error: str | None = None
 
     def as_dict(self) -> dict:
@@ -263,31 +313,37 @@ def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KE
                      **injector_kwargs) -> RunResult:
     """Write ``n`` keyed records with ``client`` to ``topic`` (which must exist) while a
     :class:`FaultInjector` (``injector_kwargs``) rotates faults over ``cluster``; read the topic
-    back with kafka-python and audit it. ``log_path``: pyprod's DEBUG log (and the injector's)
-    goes to that file for the run. ``config`` overrides the client's :data:`PRODUCER_CONFIG`."""
+    back with kafka-python, audit it, and check the sequence numbers the leaders stored.
+    ``log_path``: pyprod's DEBUG log, the injector's and the client's own go to that file (only)
+    for the run. ``config`` overrides the client's :data:`PRODUCER_CONFIG`."""
     if client not in _RUNNERS:
         raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
     cfg = {**PRODUCER_CONFIG[client], **(config or {})}
-    handler = _debug_log(log_path)
+    if log_path and client == "confluent-kafka":
+        cfg.setdefault("logger", logging.getLogger("rdkafka.producer"))
+    undo_log = _log_to_file(log_path, client)
     injector = FaultInjector(cluster, topic, **injector_kwargs)
     producer = None
     try:
         producer, go = _RUNNERS[client](cluster.bootstrap_servers, topic, n, injector,
-                                              keys, flush_s, cfg)
+                                        keys, flush_s, cfg)
         injector.start()
         t0 = time.monotonic()
-        try:
-            outcomes = go()
-            wall = time.monotonic() - t0
-        finally:
-            injector.join()
-            injector.heal()
+        outcomes = go()
+        wall = time.monotonic() - t0
+        injector.join()  # the rest of the rotation, if the records went out before its end
+        injector.heal()
         producer.close(timeout=30)
         producer = None
         read = read_all_kafka_python(cluster.bootstrap_servers, topic, timeout=read_timeout)
         read = [r for r in read if r.key != b"warm"]
-        return RunResult(client, topic, n, round(wall, 3), [f.as_dict() for f in injector.faults],
-                         injector.summary(), audit(n, outcomes, read, keys),
+        try:
+            sequences = log_sequences(cluster, topic)
+        except Exception as e:  # noqa: BLE001 - reported, the audit stands without it
+            sequences = {"error": repr(e)}
+        return RunResult(client, topic, n, round(wall, 3), round(injector.paced_until, 3),
+                         [f.as_dict() for f in injector.faults],
+                         injector.summary(), audit(n, outcomes, read, keys), sequences,
                          None if injector.error is None else repr(injector.error))
     finally:
         if producer is not None:
@@ -295,25 +351,35 @@ def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KE
                 producer.close(timeout=5)
         if injector.is_alive():
             injector.stop()
-        if handler is not None:
-            lg = logging.getLogger("pyprod")
-            lg.removeHandler(handler)
-            lg.setLevel(handler.saved[0])
-            lg.propagate = handler.saved[1]
-            handler.close()
+        undo_log()
 
 
-def _debug_log(path):
+# the client's own logger (and level) captured with pyprod's in the run's log file
+_CLIENT_LOGGERS = {"pyprod": [], "kafka-python": [("kafka", logging.INFO)],
+                   "confluent-kafka": [("rdkafka.producer", logging.DEBUG)]}
+
+
+def _log_to_file(path, client):
+    """Send pyprod's DEBUG log (the injector's included) and the client's log to ``path`` only;
+    returns a function undoing it."""
     if not path:
-        return None
+        return lambda: None
     handler = logging.FileHandler(path, mode="w")
     handler.setFormatter(logging.Formatter(
         "%(asctime)s.%(msecs)03d %(threadName)s %(name)s %(levelname)s %(message)s",
         "%H:%M:%S"))
-    handler.setLevel(logging.DEBUG)
-    lg = logging.getLogger("pyprod")
-    handler.saved = (lg.level, lg.propagate)
-    lg.addHandler(handler)
-    lg.setLevel(logging.DEBUG)
-    lg.propagate = False  # DEBUG to the file only, not into pytest's or the root's handlers
-    return handler
+    saved = []
+    for name, level in [("pyprod", logging.DEBUG)] + _CLIENT_LOGGERS[client]:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.level, lg.propagate))
+        lg.addHandler(handler)
+        lg.setLevel(level)
+        lg.propagate = False  # not into pytest's or the root's handlers
+
+    def undo():
+        for lg, level, propagate in saved:
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
+        handler.close()
+    return undo
