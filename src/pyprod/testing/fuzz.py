@@ -323,8 +323,15 @@ def _int(rng, bits):
         else rng.randrange(0, 1000)
 
 
-def _scalar(w, type_, rng):
-    if type_ == "int8":
+# error codes the client acts on: NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER, INVALID_TOPIC,
+# TOPIC_AUTHORIZATION_FAILED, UNSUPPORTED_SASL_MECHANISM, UNSUPPORTED_VERSION, ..., unknown ones
+_ERROR_CODES = (0, 0, 0, 3, 6, 15, 17, 29, 31, 33, 35, 45, 46, 58, 59, 67, -1, 9999)
+
+
+def _scalar(w, type_, rng, name=""):
+    if type_ == "int16" and name.endswith("error_code") and rng.random() < 0.7:
+        w.write_int16(rng.choice(_ERROR_CODES))
+    elif type_ == "int8":
         w.write_int8(_int(rng, 8))
     elif type_ == "int16":
         w.write_int16(_int(rng, 16))
@@ -383,7 +390,7 @@ def _field(w, f, version, flexible, rng, lie):
             else:
                 _scalar(w, f.elem, rng)
         return None
-    return _scalar(w, t, rng)
+    return _scalar(w, t, rng, f.name)
 
 
 def _tagged_fields(w, fields, rng, lie, known=()):
