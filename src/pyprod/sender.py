@@ -100,6 +100,9 @@ class Sender(threading.Thread):
         if tm is not None and not tm.has_producer_id():
             if tm.fatal_error is None and tm.needs_producer_id():
                 self._maybe_init_producer_id(now)
+            elif tm.reset_pending:  # batches of unknown fate are asked about under the old id
+                self.client.poll(self._send_producer_data(now))
+                return
             # Nothing is sent without a producer id; responses and expiry still run.
             wait = max(self._init_pid_not_before - now, self.retry_backoff_ms, 1)
             self.client.poll(min(wait, self._next_deadline_delay(now)))
@@ -277,6 +280,7 @@ class Sender(threading.Thread):
                 return
             if error_class is errors.UnknownProducerIdError:
                 tm.request_reset()  # the broker lost this producer's state: new id, retry
+                tm.not_written(batch)
                 self._retry_or_fail(batch, error, now, force_retriable=True)
                 return
         self._retry_or_fail(batch, error, now)
@@ -294,6 +298,8 @@ class Sender(threading.Thread):
             if self.tm is not None:
                 self.tm.remove(batch)
             self.accumulator.reenqueue(batch, now)
+            if self.tm is not None:
+                self.tm.waiting(batch)
             # a retried batch waits in its queue now: expire it there on time
             self._schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
             return
@@ -308,6 +314,8 @@ class Sender(threading.Thread):
             self.tm.remove(batch)
         for half in self.accumulator.split_and_reenqueue(batch):
             self._split_parents[half] = batch
+            if self.tm is not None:
+                self.tm.waiting(half)
         self._schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
 
     def _piece_done(self, batch):

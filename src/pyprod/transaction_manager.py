@@ -8,6 +8,13 @@ flight, a sequence nobody knows the fate of), so the producer id is reset: once 
 flight, InitProducerId again and sequences restart at 0, as the Java client did before KIP-360.
 Batches waiting to be retried are restamped with the new id and fresh sequences.
 
+A batch waiting to be retried may have been written already (its answer was lost with the
+connection). Restamped under a new producer id it would be stored twice, so before the reset
+such batches are retried under the old id, one per partition at a time: the broker answers
+DUPLICATE_SEQUENCE_NUMBER (written), success, or OUT_OF_ORDER_SEQUENCE_NUMBER (not written, nor
+anything after it on that partition, since a broker accepts sequences only in order). Only
+batches known to be unwritten are restamped (Java's unresolved-sequence tracking, by asking).
+
 A broker with no state for this producer on a partition accepts any first sequence, so until a
 partition's first batch is acknowledged under the current producer id, only that batch may be in
 flight: otherwise a later batch could be accepted before a retried earlier one.
@@ -31,6 +38,8 @@ class TransactionManager:
         self._in_flight_count = 0
         self._acked = {}  # tp -> sequence after the last acknowledged batch (this producer id)
         self._reset_pending = False
+        self._waiting = set()  # batches with sequences of this producer id waiting to retry
+        self._unwritten_from = {}  # tp -> first sequence the broker has not written (this id)
         self.resets = 0  # producer id resets so far (diagnostics and tests)
         self.fatal_error = None
 
@@ -43,15 +52,40 @@ class TransactionManager:
         return self._reset_pending
 
     def needs_producer_id(self):
-        """Ask for a (new) producer id now: none yet, or a reset whose in-flight batches drained."""
+        """Ask for a (new) producer id now: none yet, or a reset with nothing in flight and no
+        batch left whose fate under the old id is unknown."""
         if self.producer_id < 0:
             return True
-        return self._reset_pending and self._in_flight_count == 0
+        return self._reset_pending and self._in_flight_count == 0 and \
+            not any(self._must_ask(b) for b in self._waiting)
+
+    def _must_ask(self, batch):
+        """Before a reset: may this batch be written under the old producer id already?"""
+        if not self.in_current_epoch(batch):
+            return False
+        first = self._unwritten_from.get(batch.topic_partition)
+        return first is None or batch.base_sequence < first
+
+    def not_written(self, batch):
+        """The broker refused the batch for its sequence or producer id: neither it nor any later
+        batch of its partition is written under this producer id."""
+        if self.in_current_epoch(batch):
+            tp = batch.topic_partition
+            first = self._unwritten_from.get(tp)
+            if first is None or batch.base_sequence < first:
+                self._unwritten_from[tp] = batch.base_sequence
+
+    def waiting(self, batch):
+        """The batch went back to its queue to be retried (or as halves of a split)."""
+        if self.in_current_epoch(batch):
+            self._waiting.add(batch)
 
     def set_producer_id(self, producer_id, producer_epoch):
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self._next_sequence.clear()
         self._acked.clear()
+        self._waiting.clear()
+        self._unwritten_from.clear()
         self._reset_pending = False
 
     def request_reset(self):
@@ -67,9 +101,11 @@ class TransactionManager:
             batch.sequence_epoch == (self.producer_id, self.producer_epoch)
 
     def can_drain(self, batch):
-        if not self.has_producer_id():
-            return False
         in_flight = self._in_flight.get(batch.topic_partition)
+        if self._reset_pending:  # only to ask about a batch of unknown fate, one at a time
+            return self.producer_id >= 0 and not in_flight and self._must_ask(batch)
+        if self.producer_id < 0:
+            return False
         if not in_flight:
             return True
         limit = self.max_in_flight if batch.topic_partition in self._acked else 1
@@ -82,6 +118,7 @@ class TransactionManager:
     def assign(self, batch):
         """Give a drained batch its sequence (unless it is a retry that keeps its own)."""
         tp = batch.topic_partition
+        self._waiting.discard(batch)
         if not self.in_current_epoch(batch):
             seq = self._next_sequence[tp]
             self._next_sequence[tp] = (seq + batch.record_count) % SEQUENCE_MODULO
@@ -107,6 +144,7 @@ class TransactionManager:
         it), or its sequence is from an older producer id. Only the batch that was due next is
         refused for real: the broker lost what it had acknowledged."""
         if self._reset_pending or not self.in_current_epoch(batch):
+            self.not_written(batch)
             return True
         expected = self._acked.get(batch.topic_partition)
         return expected is not None and batch.base_sequence != expected
@@ -132,5 +170,6 @@ class TransactionManager:
         """The batch failed for good: if it held sequences of this producer id, they are a gap
         (or of unknown fate), so reset the producer id."""
         self.remove(batch)
+        self._waiting.discard(batch)
         if self.in_current_epoch(batch):
             self.request_reset()
