@@ -71,7 +71,9 @@ DEFAULTS = {
     "kafka_client": None,
 }
 
-# Accepted for kafka-python 2.x programs; they change nothing here.
+# Accepted for kafka-python 2.x programs; they change nothing here, except
+# api_version_auto_timeout_ms: 2.x's bound on the constructor's broker check, used as
+# bootstrap_timeout_ms (3.x's name) when only it is given.
 LEGACY = {
     "api_version_auto_timeout_ms": 2000,
     "sock_chunk_bytes": 4096,
@@ -164,6 +166,8 @@ def build(**configs):
     config = ProducerConfig(DEFAULTS)
     config.update((k, v) for k, v in configs.items() if k in DEFAULTS)
     user = set(configs)
+    if "api_version_auto_timeout_ms" in user and "bootstrap_timeout_ms" not in user:
+        config["bootstrap_timeout_ms"] = configs["api_version_auto_timeout_ms"]
 
     if config["client_id"] is None:
         config["client_id"] = "pyprod-producer-%d" % next(_client_ids)

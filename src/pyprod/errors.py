@@ -157,8 +157,9 @@ class TransactionAbortedError(KafkaError):
 
 # ---- kafka-python 2.x names that 3.x dropped (same flags as 2.x) ----
 
-class NoBrokersAvailable(InvalidMetadataError):
-    pass
+class NoBrokersAvailable(InvalidMetadataError, KafkaTimeoutError):
+    """Also a KafkaTimeoutError: when no bootstrap server answers in time, kafka-python 2.x
+    raises NoBrokersAvailable and 3.x KafkaTimeoutError; programs for either catch this."""
 
 
 class KafkaUnavailableError(KafkaError):

@@ -23,6 +23,7 @@ from pyprod.transaction_manager import TransactionManager
 log = logging.getLogger(__name__)
 
 _live = weakref.WeakSet()
+_CLOSE_GRACE_S = 0.1  # close(timeout) waits this long at least for the forced stop
 
 
 @atexit.register
@@ -269,15 +270,21 @@ class KafkaProducer:
         _live.discard(self)
         if self._fork_generation != kcore.fork_generation():
             return  # the parent's I/O thread does not exist here
-        if threading.current_thread() is self._sender or timeout == 0:
+        if threading.current_thread() is self._sender:
+            self._sender.force_close()
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout == 0:
             self._sender.force_close()
         else:
             self._sender.initiate_close()
             self._sender.join(timeout)
             if self._sender.is_alive():
                 self._sender.force_close()
-        if threading.current_thread() is not self._sender:
-            self._sender.join()
+        # Forced, the I/O thread fails what is left and stops at once, unless a user callback
+        # blocks it: then return by the timeout all the same (it is a daemon thread).
+        self._sender.join(None if deadline is None else
+                          max(deadline - time.monotonic(), _CLOSE_GRACE_S))
 
     def partitions_for(self, topic):
         """The set of partition ids of a topic, waiting for metadata up to max_block_ms."""
