@@ -49,6 +49,27 @@ def ssl_failure(e, node_id, host, port, when):
     return err
 
 
+def decoded(what, fn, *args, **kwargs):
+    """fn(*args, **kwargs) of a response decoder: whatever it raises but a KafkaError becomes a
+    KafkaProtocolError (the original as __cause__), so that a malformed reply closes its
+    connection like any other protocol error instead of escaping the I/O thread."""
+    try:
+        return fn(*args, **kwargs)
+    except errors.KafkaError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any decoder bug or hostile input
+        raise errors.KafkaProtocolError("cannot decode %s: %s: %s" % (
+            what, type(e).__name__, e)) from e
+
+
+def _drop_tracebacks(error):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
+
+
 class InFlightRequest:
     """A request written (or being written) on a connection."""
     __slots__ = ("correlation_id", "api_key", "api_version", "response_header_version",
@@ -181,14 +202,18 @@ class BrokerConnection:
         self.api_versions = None
         self.connect_deadline_ms = now + timeout_ms
         self.last_activity_ms = now
+        if not (isinstance(self.port, int) and 0 < self.port < 65536):  # getaddrinfo wraps it
+            raise errors.KafkaConnectionError("cannot connect to %r:%r: port out of range" % (
+                self.host, self.port))
         try:
             if not self._addrs:  # client_dns_lookup=use_all_dns_ips: try each address in turn
                 self._addrs = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
             family, stype, proto, _, addr = self._addrs.pop(0)
             sock = socket.socket(family, stype, proto)
-        except OSError as e:
+        except (OSError, UnicodeError, ValueError, TypeError) as e:
+            # a host name IDNA cannot encode (label too long or empty) raises UnicodeError
             raise errors.KafkaConnectionError(
-                "cannot resolve/open %s:%s: %s" % (self.host, self.port, e)) from None
+                "cannot resolve/open %r:%s: %s" % (self.host, self.port, e)) from None
         self.sock = sock
         try:
             sock.setblocking(False)
@@ -246,7 +271,10 @@ class BrokerConnection:
         self.connect_deadline_ms = MAX_DELAY_MS
 
     def close(self, error, now):
-        """Close the socket; returns the requests that were in flight (oldest first)."""
+        """Close the socket; returns the requests that were in flight (oldest first). The
+        error loses its traceback: kept here and in futures, it would keep the frame it was
+        raised over (up to receive_message_max_bytes) alive."""
+        _drop_tracebacks(error)
         if self.sock is not None:
             try:
                 self.sock.close()
@@ -405,6 +433,7 @@ class BrokerConnection:
                 if n < len(self._rbuf) and not self._tls:
                     break  # (TLS hands out one record per call: read on until it would block)
         except errors.KafkaError as e:
+            _drop_tracebacks(e)  # its frames hold the frames list: a cycle for the gc to find
             return frames, e
         return frames, None
 

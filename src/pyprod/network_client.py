@@ -1,9 +1,11 @@
-"""NetworkClient: Java's NetworkClient + Selector + DefaultMetadataUpdater, in one thread.
+"""NetworkClient: Java's NetworkClient + Selector, in one thread (DefaultMetadataUpdater is
+metadata_updater.py).
 
 Only the Sender thread calls it, except wakeup() (any thread). poll() select()s on every broker
 socket plus a wakeup socketpair, does the IO, negotiates ApiVersions on new connections, expires
 requests (a timed-out request closes its connection, failing everything in flight on it), keeps
-the metadata fresh, then runs the response callbacks. Times are monotonic ms (metadata.now_ms).
+the metadata fresh, then runs the response callbacks. Whatever a broker sends ends as a typed
+error: a reply that does not decode is a KafkaProtocolError that closes its connection. Times are monotonic ms (metadata.now_ms).
 
 A connection is set up in steps: TCP connect, the TLS handshake (SSL, SASL_SSL), ApiVersions,
 the SASL exchange (SASL_*; SaslClientAuthenticator), then READY. When the broker limits the SASL
@@ -18,14 +20,14 @@ import socket
 import struct
 
 from kcore import Selector, recv_into, send_buffers
-from pyprod import errors
-from pyprod.cluster import Broker, Cluster, PartitionInfo
+from pyprod import errors, node_api_versions
+from pyprod.client_response import ClientResponse
 from pyprod.connection import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,
                                HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP, BrokerConnection,
-                               InFlightRequest)
+                               InFlightRequest, decoded)
 from pyprod.metadata import now_ms
+from pyprod.metadata_updater import MetadataUpdater
 from pyprod.protocol import BY_KEY, api_versions, header
-from pyprod.protocol import metadata as metadata_api
 from pyprod.protocol.wire import Reader, Writer
 from pyprod.sasl_authenticator import SaslClientAuthenticator
 from pyprod.ssl_factory import create_ssl_context
@@ -36,8 +38,6 @@ __all__ = ["NetworkClient", "ClientResponse", "DISCONNECTED", "CONNECTING", "HAN
            "CHECKING_API_VERSIONS", "AUTHENTICATING", "READY", "MAX_DELAY_MS",
            "is_authentication_failure"]
 
-API_VERSIONS_FIRST = 3  # what we ask first; UNSUPPORTED_VERSION answers step down from there
-_FIRST_API_VERSIONS = min(API_VERSIONS_FIRST, api_versions.MAX_VERSION)
 _I32 = struct.Struct(">i")
 _INTERNAL_API_VERSIONS = "api_versions"
 _INTERNAL_METADATA = "metadata"
@@ -46,28 +46,6 @@ _IDLE_CHECK_MS = 1000
 _MAX_WAIT_MS = 86_400_000  # select() refuses huge timeouts
 _R = selectors.EVENT_READ
 _RW = selectors.EVENT_READ | selectors.EVENT_WRITE
-
-
-class ClientResponse:
-    """What a request's callback receives. ``body`` is the response body after the response
-    header (bytes-like), None if ``error`` is set or for requests that expect no response."""
-    __slots__ = ("node_id", "api_key", "api_version", "correlation_id", "body", "error",
-                 "latency_ms")
-
-    def __init__(self, node_id, api_key, api_version, correlation_id, body, error, latency_ms):
-        self.node_id = node_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.body = body
-        self.error = error
-        self.latency_ms = latency_ms
-
-    def __repr__(self):
-        return "ClientResponse(node=%s, api=%d v%d, corr=%d, %s, %dms)" % (
-            self.node_id, self.api_key, self.api_version, self.correlation_id,
-            "error=%r" % (self.error,) if self.error is not None else
-            "%s bytes" % (None if self.body is None else len(self.body)), self.latency_ms)
 
 
 def is_authentication_failure(error):
@@ -101,8 +79,7 @@ class NetworkClient:
         self._request_timeout_ms = int(config.get("request_timeout_ms", 30000))
         self._max_in_flight = int(config.get("max_in_flight_requests_per_connection", 5))
         self._idle_ms = int(config.get("connections_max_idle_ms", 540000))
-        self._reconnect_backoff_ms = int(config.get("reconnect_backoff_ms", 50))
-        self._auto_create = bool(config.get("allow_auto_create_topics", True))
+        self.reconnect_backoff_ms = int(config.get("reconnect_backoff_ms", 50))
         self._ssl_context = create_ssl_context(config) if "security_protocol" in config else None
         self._sasl = str(config.get("security_protocol", "")).startswith("SASL_")
         self._sel = Selector()
@@ -115,7 +92,7 @@ class NetworkClient:
         self._conns = {}           # node_id -> BrokerConnection (kept across reconnects)
         self._correlation = 0
         self._heads = {}  # (api key, version) -> request header around the correlation id
-        self._metadata_fetch = None  # (node_id, request_version) while a request is in flight
+        self._updater = MetadataUpdater(self, metadata, _INTERNAL_METADATA)
         self._completed = []       # ClientResponses whose callbacks run at the end of poll()
         self._next_idle_check = 0
         self._closed = False
@@ -136,18 +113,15 @@ class NetworkClient:
             conn.host, conn.port, conn._addrs = broker.host, broker.port, []
         return conn
 
-    def _can_send(self, conn):
+    def can_send(self, conn):
         """READY, below max in flight, and nothing left half-written (Java's canSendMore)."""
         return (conn is not None and conn.state == READY and not conn.wants_write
                 and len(conn.in_flight) < self._max_in_flight)
 
-    def _metadata_update_due(self, now):
-        return self._metadata_fetch is None and self.metadata.time_to_next_update(now) == 0
-
     def is_ready(self, node_id, now):
         """Can a request go to node_id now? False while a metadata update is due, so the
         metadata request goes first (Java)."""
-        return not self._metadata_update_due(now) and self._can_send(self._conns.get(node_id))
+        return not self._updater.update_due(now) and self.can_send(self._conns.get(node_id))
 
     def ready(self, node_id, now):
         """is_ready(), and if the node is disconnected and its backoff passed, start connecting."""
@@ -165,7 +139,7 @@ class NetworkClient:
         conn = self._conns.get(node_id)
         if conn is None:
             return 0
-        if conn.state == READY and not self._can_send(conn):
+        if conn.state == READY and not self.can_send(conn):
             return MAX_DELAY_MS
         return conn.connection_delay(now)
 
@@ -224,7 +198,7 @@ class NetworkClient:
         for i in range(len(nodes)):
             node = nodes[(offset + i) % len(nodes)]
             conn = self._conns.get(node)
-            if self._can_send(conn):
+            if self.can_send(conn):
                 n = len(conn.in_flight)
                 if n == 0:
                     return node
@@ -274,7 +248,7 @@ class NetworkClient:
         if conn.state == HANDSHAKING:
             self._handshake(conn, now)
         else:
-            self._send_api_versions(conn, _FIRST_API_VERSIONS, now)
+            self._send_api_versions(conn, node_api_versions.FIRST_VERSION, now)
 
     def _handshake(self, conn, now):
         try:
@@ -284,7 +258,7 @@ class NetworkClient:
             return
         if done:
             log.debug("Node %s: TLS handshake done (%s)", conn.node_id, conn.sock.version())
-            self._send_api_versions(conn, _FIRST_API_VERSIONS, now)
+            self._send_api_versions(conn, node_api_versions.FIRST_VERSION, now)
         else:
             self._update_interest(conn)
 
@@ -308,7 +282,8 @@ class NetworkClient:
 
     def _handle_sasl(self, conn, req, body, now):
         try:
-            request = conn.authenticator.on_response(req.api_key, req.api_version, body)
+            request = decoded("a SASL response", conn.authenticator.on_response, req.api_key,
+                              req.api_version, body)
         except errors.KafkaError as e:
             self._close(conn, e, now)
             return
@@ -341,37 +316,13 @@ class NetworkClient:
                       True, None, self._request_timeout_ms, now, _INTERNAL_API_VERSIONS)
 
     def _handle_api_versions(self, conn, req, body, now):
-        unsupported = errors.UnsupportedVersionError.errno
         try:
-            resp = api_versions.decode_response(req.api_version, body)
-        except errors.KafkaProtocolError as e:
-            # UNSUPPORTED_VERSION in a body we can't decode (librdkafka's mock cluster writes
-            # neither v0 nor the requested version): step down to v0 all the same.
-            if req.api_version > 0 and len(body) >= 2 and \
-                    int.from_bytes(body[:2], "big", signed=True) == unsupported:
-                log.debug("Node %s: undecodable UNSUPPORTED_VERSION answer to ApiVersions v%d; "
-                          "retrying with v0", conn.node_id, req.api_version)
-                self._send_api_versions(conn, 0, now)
-            else:
-                self._close(conn, e, now)
+            retry, ranges = node_api_versions.negotiate(conn.node_id, req.api_version, body)
+        except errors.KafkaError as e:
+            self._close(conn, e, now)
             return
-        ranges = api_versions.version_ranges(resp)
-        if resp.error_code == unsupported:
-            theirs = ranges.get(api_versions.API_KEY)
-            retry = min(theirs[1], api_versions.MAX_VERSION) if theirs else 0
-            if retry >= req.api_version:
-                retry = 0
-            if req.api_version == 0:
-                self._close(conn, errors.UnsupportedVersionError(
-                    "node %s refused ApiVersions v0" % conn.node_id), now)
-                return
-            log.debug("Node %s does not support ApiVersions v%d; retrying with v%d",
-                      conn.node_id, req.api_version, retry)
+        if retry is not None:
             self._send_api_versions(conn, retry, now)
-            return
-        if resp.error_code:
-            self._close(conn, errors.for_code(resp.error_code)(
-                "ApiVersions request to node %s failed" % conn.node_id), now)
             return
         if self._sasl:
             conn.api_versions = ranges
@@ -393,7 +344,7 @@ class NetworkClient:
         client adds both. Returns the correlation id. callback(ClientResponse) runs in poll();
         for expects_response=False it runs once the bytes are written."""
         conn = self._conns.get(node_id)
-        if not self._can_send(conn):
+        if not self.can_send(conn):
             raise errors.IllegalStateError(
                 "Attempt to send a request to node %s which is not ready" % (node_id,))
         module = _api_module(api_key)
@@ -458,12 +409,11 @@ class NetworkClient:
             error.__cause__ = cause
         for req in failed:
             if req.internal == _INTERNAL_METADATA:
-                self._metadata_fetch = None
-                self.metadata.failed_update(now)
+                self._updater.request_failed(now)
             elif req.internal is None:
                 self._complete(conn, req, None, error, now)
         if request_update:
-            if self._metadata_update_due(now):  # Java: treat as a failed update, to back off
+            if self._updater.update_due(now):  # Java: treat as a failed update, to back off
                 self.metadata.failed_update(now)
             self.metadata.request_update()  # the disconnect may come from stale metadata
 
@@ -472,6 +422,36 @@ class NetworkClient:
         if conn is not None and conn.state != DISCONNECTED:
             self._close(conn, errors.KafkaConnectionError("closed by the client"), now_ms(),
                         request_update=False)
+
+    # -- for MetadataUpdater --
+
+    def any_setting_up(self):
+        return any(c.state in SETTING_UP for c in self._conns.values())
+
+    def connect_if_allowed(self, node_id, now):
+        """Start connecting to node_id if it is disconnected past its backoff; True if so."""
+        conn = self._conn_for(node_id)
+        if conn is None or not conn.can_connect(now):
+            return False
+        self._initiate_connect(conn, now)
+        return True
+
+    def close_connection(self, conn, error, now, request_update=True):
+        self._close(conn, error, now, request_update)
+
+    def send_internal(self, conn, api_key, version, body, now, tag):
+        """A request the client handles itself (tag: InFlightRequest.internal)."""
+        self._enqueue(conn, api_key, version, body, True, None, self._request_timeout_ms, now,
+                      tag)
+
+    def drop_bootstrap_connections(self, cluster, now):
+        """Real metadata arrived: close the bootstrap connections it does not name."""
+        for node_id, c in list(self._conns.items()):
+            if node_id < 0 and cluster.broker_metadata(node_id) is None:
+                if not c.in_flight and c.sock is not None:
+                    self._close(c, None, now, request_update=False)
+                if c.state == DISCONNECTED:
+                    del self._conns[node_id]
 
     def close(self):
         """Close every connection and the selector. Callbacks of requests still in flight are
@@ -508,7 +488,7 @@ class NetworkClient:
             raise errors.IllegalStateError("NetworkClient is closed")
         now = now_ms()
         self._maybe_reauthenticate(now)
-        metadata_timeout = self._maybe_update_metadata(now)
+        metadata_timeout = self._updater.maybe_update(now)
         wait = self._request_timeout_ms if timeout_ms is None else timeout_ms
         wait = min(wait, metadata_timeout, self._next_deadline() - now)
         if self._completed:
@@ -564,7 +544,7 @@ class NetworkClient:
             if req is None:
                 return
             if req.response_header_version >= 1:
-                r.read_tagged_fields()
+                decoded("a response header", r.read_tagged_fields)
         except errors.KafkaError as e:
             self._close(conn, e, now)
             return
@@ -572,7 +552,7 @@ class NetworkClient:
         if req.internal == _INTERNAL_API_VERSIONS:
             self._handle_api_versions(conn, req, body, now)
         elif req.internal == _INTERNAL_METADATA:
-            self._handle_metadata(conn, req, body, now)
+            self._updater.handle_response(conn, req, body, now)
         elif req.internal == _INTERNAL_SASL:
             self._handle_sasl(conn, req, body, now)
         else:
@@ -623,109 +603,3 @@ class NetworkClient:
                 cb(resp)
             except Exception:
                 log.exception("Uncaught error in request completion callback %r", cb)
-
-    # -- metadata updater (Java's DefaultMetadataUpdater) --
-
-    def _maybe_update_metadata(self, now):
-        """Send a MetadataRequest if one is due; returns ms until the next metadata action."""
-        if self._metadata_fetch is not None:
-            return MAX_DELAY_MS  # the response (or its timeout) will wake poll
-        wait = self.metadata.time_to_next_update(now)
-        if wait > 0:
-            return wait
-        node = self.least_loaded_node(now)
-        if node is None:
-            delays = [self.connection_delay(n, now) for n in self.metadata.cluster.node_ids()]
-            return max(1, min(delays, default=self._reconnect_backoff_ms))
-        conn = self._conns.get(node)
-        if self._can_send(conn):
-            self._send_metadata_request(conn, now)
-            return MAX_DELAY_MS
-        if any(c.state in SETTING_UP for c in self._conns.values()):
-            return self._reconnect_backoff_ms  # let that connection finish first
-        conn = self._conn_for(node)
-        if conn is not None and conn.can_connect(now):
-            self._initiate_connect(conn, now)
-            return self._reconnect_backoff_ms
-        return MAX_DELAY_MS
-
-    def _send_metadata_request(self, conn, now):
-        try:
-            version = api_versions.pick_version(metadata_api, conn.api_versions)
-        except errors.UnsupportedVersionError as e:
-            self.metadata.failed_update(now)
-            self._close(conn, e, now, request_update=False)
-            return
-        topics, request_version = self.metadata.metadata_request(now)
-        if version == 0 and not topics:
-            body = metadata_api.encode_request(0, None)  # v0 cannot ask for no topics
-        else:
-            body = metadata_api.encode_request(version, topics,
-                                               allow_auto_topic_creation=self._auto_create)
-        self._metadata_fetch = (conn.node_id, request_version)
-        log.debug("Sending metadata request v%d for %s to node %s", version, topics, conn.node_id)
-        self._enqueue(conn, metadata_api.API_KEY, version, body, True, None,
-                      self._request_timeout_ms, now, _INTERNAL_METADATA)
-
-    def _handle_metadata(self, conn, req, body, now):
-        request_version = self._metadata_fetch[1] if self._metadata_fetch else None
-        self._metadata_fetch = None
-        try:
-            resp = metadata_api.decode_response(req.api_version, body, strict=False)  # as Java
-        except errors.KafkaProtocolError as e:
-            self.metadata.failed_update(now)
-            self._close(conn, e, now)
-            return
-        if resp.error_code:
-            log.warning("Metadata request to node %s failed: %s", conn.node_id,
-                        errors.for_code(resp.error_code).__name__)
-            self.metadata.failed_update(now)
-            return
-        if not resp.brokers:
-            log.debug("Ignoring metadata response with no brokers from node %s", conn.node_id)
-            self.metadata.failed_update(now)
-            return
-        cluster = cluster_from_response(resp)
-        if cluster.topic_errors:
-            log.debug("Metadata topic errors: %s", {
-                t: e.__name__ for t, e in cluster.topic_errors.items()})
-        self.metadata.update(cluster, now, request_version)
-        for node_id, c in list(self._conns.items()):  # bootstrap connections are not needed now
-            if node_id < 0 and cluster.broker_metadata(node_id) is None:
-                if not c.in_flight and c.sock is not None:
-                    self._close(c, None, now, request_update=False)
-                if c.state == DISCONNECTED:
-                    del self._conns[node_id]
-
-
-def cluster_from_response(resp):
-    """A Cluster from a decoded MetadataResponse."""
-    brokers = {b.node_id: Broker(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
-    topics, topic_errors, unauthorized, invalid, internal = {}, {}, set(), set(), set()
-    for t in resp.topics:
-        name = t.name
-        if name is None:
-            continue
-        if t.error_code:
-            err = errors.for_code(t.error_code)
-            topic_errors[name] = err
-            if err is errors.TopicAuthorizationFailedError:
-                unauthorized.add(name)
-            elif err is errors.InvalidTopicError:
-                invalid.add(name)
-            if not t.partitions:
-                continue
-        if t.is_internal:
-            internal.add(name)
-        parts = {}
-        for p in t.partitions:
-            leader = p.leader_id if p.leader_id in brokers else -1
-            parts[p.partition_index] = PartitionInfo(
-                name, p.partition_index, leader, p.leader_epoch, tuple(p.replica_nodes),
-                tuple(p.isr_nodes), tuple(p.offline_replicas or ()))
-        topics[name] = parts
-    controller = resp.controller_id if resp.controller_id is not None and \
-        resp.controller_id >= 0 else None
-    return Cluster(brokers, topics, cluster_id=resp.cluster_id, controller_id=controller,
-                   unauthorized_topics=unauthorized, invalid_topics=invalid,
-                   topic_errors=topic_errors, internal_topics=internal)

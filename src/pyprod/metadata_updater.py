@@ -1,0 +1,140 @@
+"""MetadataUpdater: Java's DefaultMetadataUpdater, the NetworkClient's metadata requests.
+
+NetworkClient.poll() asks maybe_update() first: when Metadata says an update is due, it sends a
+MetadataRequest to the least loaded node (connecting to one if none is ready) and says how long
+poll may sleep. The answer comes back through handle_response(); a request lost with its
+connection through request_failed(). One request is in flight at a time. A reply that does not
+decode closes its connection (KafkaProtocolError) and counts as a failed update, so the next try
+waits for the refresh backoff.
+"""
+import logging
+
+from pyprod import errors
+from pyprod.cluster import Broker, Cluster, PartitionInfo
+from pyprod.connection import MAX_DELAY_MS, decoded
+from pyprod.protocol import api_versions
+from pyprod.protocol import metadata as metadata_api
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MetadataUpdater", "cluster_from_response"]
+
+
+class MetadataUpdater:
+    def __init__(self, client, metadata, internal_tag):
+        self.client = client
+        self.metadata = metadata
+        self._tag = internal_tag   # InFlightRequest.internal of the client's metadata requests
+        self._fetch = None         # (node_id, request_version) while a request is in flight
+        self._auto_create = bool(client.config.get("allow_auto_create_topics", True))
+
+    @property
+    def in_flight(self):
+        return self._fetch is not None
+
+    def update_due(self, now):
+        return self._fetch is None and self.metadata.time_to_next_update(now) == 0
+
+    def maybe_update(self, now):
+        """Send a MetadataRequest if one is due; returns ms until the next metadata action."""
+        if self._fetch is not None:
+            return MAX_DELAY_MS  # the response (or its timeout) will wake poll
+        wait = self.metadata.time_to_next_update(now)
+        if wait > 0:
+            return wait
+        client = self.client
+        node = client.least_loaded_node(now)
+        if node is None:
+            delays = [client.connection_delay(n, now) for n in self.metadata.cluster.node_ids()]
+            return max(1, min(delays, default=client.reconnect_backoff_ms))
+        conn = client.connection(node)
+        if client.can_send(conn):
+            self._send(conn, now)
+            return MAX_DELAY_MS
+        if client.any_setting_up():
+            return client.reconnect_backoff_ms  # let that connection finish first
+        if client.connect_if_allowed(node, now):
+            return client.reconnect_backoff_ms
+        return MAX_DELAY_MS
+
+    def _send(self, conn, now):
+        try:
+            version = api_versions.pick_version(metadata_api, conn.api_versions)
+        except errors.UnsupportedVersionError as e:
+            self.metadata.failed_update(now)
+            self.client.close_connection(conn, e, now, request_update=False)
+            return
+        topics, request_version = self.metadata.metadata_request(now)
+        if version == 0 and not topics:
+            body = metadata_api.encode_request(0, None)  # v0 cannot ask for no topics
+        else:
+            body = metadata_api.encode_request(version, topics,
+                                               allow_auto_topic_creation=self._auto_create)
+        self._fetch = (conn.node_id, request_version)
+        log.debug("Sending metadata request v%d for %s to node %s", version, topics, conn.node_id)
+        self.client.send_internal(conn, metadata_api.API_KEY, version, body, now, self._tag)
+
+    def request_failed(self, now):
+        """The request in flight was lost (its connection closed or it timed out)."""
+        self._fetch = None
+        self.metadata.failed_update(now)
+
+    def handle_response(self, conn, req, body, now):
+        request_version = self._fetch[1] if self._fetch else None
+        self._fetch = None
+        try:
+            resp = decoded("a Metadata v%d response" % req.api_version,
+                           metadata_api.decode_response, req.api_version, body,
+                           strict=False)  # as Java
+            cluster = decoded("a Metadata response", cluster_from_response, resp)
+        except errors.KafkaProtocolError as e:
+            self.metadata.failed_update(now)
+            self.client.close_connection(conn, e, now)
+            return
+        if resp.error_code:
+            log.warning("Metadata request to node %s failed: %s", conn.node_id,
+                        errors.for_code(resp.error_code).__name__)
+            self.metadata.failed_update(now)
+            return
+        if not resp.brokers:
+            log.debug("Ignoring metadata response with no brokers from node %s", conn.node_id)
+            self.metadata.failed_update(now)
+            return
+        if cluster.topic_errors:
+            log.debug("Metadata topic errors: %s", {
+                t: e.__name__ for t, e in cluster.topic_errors.items()})
+        self.metadata.update(cluster, now, request_version)
+        self.client.drop_bootstrap_connections(cluster, now)
+
+
+def cluster_from_response(resp):
+    """A Cluster from a decoded MetadataResponse."""
+    brokers = {b.node_id: Broker(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
+    topics, topic_errors, unauthorized, invalid, internal = {}, {}, set(), set(), set()
+    for t in resp.topics:
+        name = t.name
+        if name is None:
+            continue
+        if t.error_code:
+            err = errors.for_code(t.error_code)
+            topic_errors[name] = err
+            if err is errors.TopicAuthorizationFailedError:
+                unauthorized.add(name)
+            elif err is errors.InvalidTopicError:
+                invalid.add(name)
+            if not t.partitions:
+                continue
+        if t.is_internal:
+            internal.add(name)
+        parts = {}
+        for p in t.partitions:
+            leader = p.leader_id if p.leader_id in brokers else -1
+            parts[p.partition_index] = PartitionInfo(
+                name, p.partition_index, leader, p.leader_epoch, tuple(p.replica_nodes),
+                tuple(p.isr_nodes), tuple(p.offline_replicas or ()))
+        topics[name] = parts
+    controller = resp.controller_id if resp.controller_id is not None and \
+        resp.controller_id >= 0 else None
+    return Cluster(brokers, topics, cluster_id=resp.cluster_id, controller_id=controller,
+                   unauthorized_topics=unauthorized, invalid_topics=invalid,
+                   topic_errors=topic_errors, internal_topics=internal)
