@@ -23,7 +23,7 @@ from pyprod.testing import hostile_broker as hb
 
 DELIVERY_MS, REQUEST_MS = 3000, 1000
 BOUND = 2 * (DELIVERY_MS + REQUEST_MS) / 1000.0  # s: every future is done by then
-BOOTSTRAP_MS = 1500
+BOOTSTRAP_MS = 1000
 MIB = 1 << 20
 TOPIC = "hostile"
 
@@ -142,7 +142,7 @@ def first_connection_error(bootstrap_servers, node=-1, topics=(TOPIC,), **config
 def bootstrap_fails(hostile, **config):
     """The constructor raises NoBrokersAvailable within its bootstrap bound."""
     return raises_within(errors.NoBrokersAvailable, lambda: KafkaProducer(
-        bootstrap_servers=hostile.bootstrap_servers, request_timeout_ms=REQUEST_MS,
+        bootstrap_servers=hostile.bootstrap_servers, request_timeout_ms=5 * BOOTSTRAP_MS,
         bootstrap_timeout_ms=BOOTSTRAP_MS, api_version_auto_timeout_ms=BOOTSTRAP_MS,
         reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, **config),
         2 * BOOTSTRAP_MS / 1000.0)
@@ -171,21 +171,33 @@ def test_truncated_frame_then_close(closes, hostile_broker, producer):
     assert "closed by the broker" in str(last_error(closes))
 
 
-@pytest.mark.parametrize("size", [0x7FFFFFFF, -1, -0x80000000, 3])
-def test_bogus_frame_size_refused_before_allocation(closes, hostile_broker, producer, size):
-    """A size prefix out of 4..receive_message_max_bytes closes the connection before any
-    buffer is sized from it: traced memory and RSS stay flat."""
+BOGUS_SIZES = (0x7FFFFFFF, -1, -0x80000000, 3)
+
+
+def test_bogus_frame_size_refused_before_allocation(closes, hostile_broker, producer):
+    """A size prefix out of 4..receive_message_max_bytes (2^31-1, negative, below a header)
+    closes the connection before any buffer is sized from it: traced memory and RSS stay flat.
+    One broker and producer per size, all at once."""
     before = rss()
+    cases = []
     tracemalloc.start()
     try:
-        p, futures = misbehave_on_produce(hostile_broker, producer, hb.frame_size(size))
+        start = time.monotonic()
+        for size in BOGUS_SIZES:
+            broker = hostile_broker(topics={TOPIC: 2}, node_id=100 + len(cases))
+            broker.on(produce.API_KEY, hb.frame_size(size))
+            p = producer(broker.bootstrap_servers)
+            cases.append((size, p, send_some(p)))
+        for size, p, futures in cases:
+            wait_done(futures, start)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert_all_failed(futures, errors.KafkaTimeoutError, errors.KafkaConnectionError)
-    err = last_error(closes)
-    assert isinstance(err, errors.InvalidReceiveError), err
-    assert "frame of %d bytes" % size in str(err)
+    for i, (size, p, futures) in enumerate(cases):
+        assert_all_failed(futures, errors.KafkaTimeoutError, errors.KafkaConnectionError)
+        err = last_error(closes, node=100 + i)
+        assert isinstance(err, errors.InvalidReceiveError), err
+        assert "frame of %d bytes" % size in str(err)
     assert peak < 16 * MIB, peak
     assert rss() - before < 64 * MIB
 
@@ -401,24 +413,28 @@ def _leader_at(host, port=None):
     return provide
 
 
-@pytest.mark.parametrize("host,port", [
-    ("unresolvable.invalid", None), ("\u00ff\u00fe.invalid", None), ("a" * 64 + ".invalid", None),
-    ("a..b", None), ("", None), ("127.0.0.1", 70000), ("127.0.0.1", -1), ("127.0.0.1", 0)],
-    ids=["unresolvable", "non-ascii", "label-too-long", "empty-label", "empty", "port-70000",
-         "port-negative", "port-0"])
-def test_metadata_names_a_broker_that_cannot_be_reached(closes, hostile_broker, producer,
-                                                         host, port):
-    """The only broker in metadata has a host that cannot be encoded or resolved, or a port out
-    of range: connection failures with backoff, the futures fail by the deadline."""
-    broker = hostile_broker(metadata=_leader_at(host, port))
-    p = producer(broker.bootstrap_servers)
+UNREACHABLE = [("unresolvable.invalid", None), ("\u00ff\u00fe.invalid", None),
+               ("a" * 64 + ".invalid", None), ("a..b", None), ("", None), ("127.0.0.1", 70000),
+               ("127.0.0.1", -1), ("127.0.0.1", 0)]
+
+
+def test_metadata_names_brokers_that_cannot_be_reached(closes, hostile_broker, producer):
+    """The leader named in metadata has a host that cannot be resolved (unresolvable, non-ASCII)
+    or encoded (IDNA label too long or empty), or a port out of range: connection failures with
+    backoff, and the futures fail by the deadline. One producer per case, all at once."""
+    cases = []
     start = time.monotonic()
-    futures = send_some(p)
-    wait_done(futures, start)
-    assert_all_failed(futures, errors.KafkaTimeoutError)
-    err = last_error(closes)
-    assert isinstance(err, errors.KafkaConnectionError), err
-    returns_within(lambda: p.close(timeout=2), 2)
+    for host, port in UNREACHABLE:
+        p = producer(hostile_broker(metadata=_leader_at(host, port)).bootstrap_servers)
+        cases.append((host, port, p, send_some(p)))
+    for host, port, p, futures in cases:
+        wait_done(futures, start)
+        assert_all_failed(futures, errors.KafkaTimeoutError)
+    node_errors = [e for n, e in closes if n == 1]
+    assert node_errors and all(isinstance(e, errors.KafkaConnectionError)
+                               for e in node_errors), node_errors[:3]
+    for host, port, p, futures in cases:
+        returns_within(lambda: p.close(timeout=2), 2)
 
 
 def test_metadata_host_not_utf8(hostile_broker, producer):
@@ -433,24 +449,26 @@ def test_metadata_host_not_utf8(hostile_broker, producer):
     raises_within(errors.KafkaTimeoutError, lambda: p.send(TOPIC, b"v"), 1)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_metadata(hostile_broker, producer, seed):
+def test_random_metadata(hostile_broker, producer):
     """Random node ids, leaders, epochs, partitions and hosts on every metadata answer:
-    leaders move forever. Every future completes by the deadline, typed."""
-    broker = hostile_broker(metadata=hb.random_metadata(seed))
-    p = producer(broker.bootstrap_servers, api_version=(2, 8, 0))
+    leaders move forever. Every future completes by the deadline, typed. Three seeds at once."""
+    producers, futures = [], []
     start = time.monotonic()
-    futures = []
+    for seed in (1, 2, 3):
+        broker = hostile_broker(metadata=hb.random_metadata(seed))
+        producers.append(producer(broker.bootstrap_servers, api_version=(2, 8, 0),
+                                  max_block_ms=1000))
     for _ in range(3):
-        try:
-            futures.extend(send_some(p))
-        except errors.KafkaTimeoutError:
-            pass  # no metadata for the topic within max_block_ms: also typed, also bounded
-        time.sleep(0.2)
-    wait_done(futures, start, BOUND + 1)
+        for p in producers:
+            try:
+                futures.extend(send_some(p))
+            except errors.KafkaTimeoutError:
+                pass  # no metadata for the topic within max_block_ms: also typed, also bounded
+    wait_done(futures, start, BOUND + 9)  # + the three max_block_ms the sends may have taken
     bad = [e for e in failures(futures) if not isinstance(e, errors.KafkaError)]
     assert not bad, bad
-    returns_within(lambda: p.close(timeout=2), 2)
+    for p in producers:
+        returns_within(lambda: p.close(timeout=2), 2)
 
 
 # -- bounded waits --------------------------------------------------------------------------------
@@ -484,3 +502,64 @@ def test_close_timeout_with_requests_in_flight(hostile_broker, producer):
     returns_within(lambda: p.close(timeout=1), 1)
     assert all(f.is_done for f in futures)
     assert_all_failed(futures, errors.KafkaError)
+
+
+# -- a real broker beside a hostile one -------------------------------------------------------------
+
+HOSTILE_NODE = 1000
+
+
+def _with_hostile_leader(topic, proxy, hostile):
+    """rewrite_metadata: every real broker is reached through ``proxy``, and node HOSTILE_NODE
+    (``hostile``) leads partition 0 of ``topic``."""
+    def rewrite(resp):
+        brokers = [b._replace(host="127.0.0.1", port=proxy.port) for b in resp.brokers]
+        brokers.append(brokers[0]._replace(node_id=HOSTILE_NODE, port=hostile.port))
+        topics = [t._replace(partitions=tuple(
+            p._replace(leader_id=HOSTILE_NODE) if p.partition_index == 0 else p
+            for p in t.partitions)) if t.name == topic else t for t in resp.topics]
+        return resp._replace(brokers=brokers, topics=topics)
+    return rewrite
+
+
+@pytest.mark.parametrize("action", [hb.silence, hb.junk(seed=5), hb.reset(0)],
+                         ids=["silence", "junk", "reset"])
+def test_real_broker_keeps_going_beside_a_hostile_leader(kafka, topic, hostile_broker, producer,
+                                                         action):
+    """Metadata names an extra node, the hostile broker, as the leader of partition 0: its
+    records fail typed by the deadline while the real broker takes every other record, before,
+    during and after."""
+    name = topic(partitions=3)
+    proxy = hostile_broker(upstream=kafka.bootstrap_servers)
+    hostile = hostile_broker(upstream=kafka.bootstrap_servers, node_id=HOSTILE_NODE)
+    proxy.rewrite_metadata = hostile.rewrite_metadata = _with_hostile_leader(name, proxy,
+                                                                             hostile)
+    hostile.on(produce.API_KEY, action)
+    p = producer(proxy.bootstrap_servers)
+    start = time.monotonic()
+    bad = [p.send(name, b"bad%d" % i, partition=0) for i in range(3)]
+    good = [p.send(name, b"good%d" % i, partition=1 + i % 2) for i in range(20)]
+    wait_done(bad + good, start)
+    assert all(f.succeeded() for f in good), failures(good)
+    assert hostile.requests_of(produce.API_KEY), "partition 0 never went to the hostile leader"
+    assert_all_failed(bad, errors.KafkaTimeoutError, errors.KafkaConnectionError,
+                      errors.KafkaProtocolError, errors.RequestTimedOutError)
+    more = [p.send(name, b"after%d" % i, partition=1 + i % 2) for i in range(20)]
+    wait_done(more, time.monotonic())
+    assert all(f.succeeded() for f in more), failures(more)
+    offsets = [(f.value.partition, f.value.offset) for f in good + more]
+    assert len(set(offsets)) == len(offsets)
+    returns_within(lambda: p.close(timeout=2), 2)
+
+
+def test_real_broker_beside_a_hostile_bootstrap_server(kafka, topic, hostile_broker, producer):
+    """The first bootstrap server streams junk at whoever connects: the producer bootstraps from
+    the real one and delivers everything."""
+    name = topic(partitions=2)
+    hostile = hostile_broker()
+    hostile.on_accept(hb.junk(seed=9))
+    p = producer([hostile.bootstrap_servers, kafka.bootstrap_servers])
+    start = time.monotonic()
+    futures = send_some(p, name, n=50)
+    wait_done(futures, start)
+    assert all(f.succeeded() for f in futures), failures(futures)
