@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pyprod.protocol import sasl_authenticate
 from pyprod.testing import fuzz
 from pyprod.testing.fuzz_targets import MESSAGE_MODULES, targets
 
@@ -68,3 +69,22 @@ def test_every_truncation_and_bit_flip_of_a_response(fuzz_targets):
                 flipped = bytearray(data)
                 flipped[bit // 8] ^= 1 << (bit % 8)
                 assert_handles(target, case, bytes(flipped))
+
+
+FOUND = [  # (target, case, input) the long run found (see bench/results/fuzz_run.txt)
+    # UNSUPPORTED_VERSION naming ApiVersions v0..v-468: the client asked ApiVersions v-468
+    # (ValueError from Api.check); it now steps down to v0
+    ("network_client", ("api_versions", 2), "000000070023000000020012fffffe2c001b80000286"),
+    # an OAUTHBEARER error challenge nested deeper than the JSON parser goes (RecursionError)
+    ("oauthbearer", None, "5b" * 100_000),
+    ("sasl", ("OAUTHBEARER", 36, 1), sasl_authenticate.API.encode_response(1, {
+        "error_code": 0, "auth_bytes": b"[" * 100_000, "session_lifetime_ms": 0}).hex()),
+]
+
+
+@pytest.mark.parametrize("name,case,data", FOUND, ids=[f[0] for f in FOUND])
+def test_found_inputs(fuzz_targets, name, case, data):
+    if isinstance(case, tuple) and case[0] == "api_versions":
+        from pyprod.protocol import api_versions
+        case = (api_versions,) + case[1:]
+    assert_handles(fuzz_targets[name], case, bytes.fromhex(data))

@@ -179,8 +179,9 @@ class _Harness:
         conn = BrokerConnection(1, "127.0.0.1", 9092, {})
         internal = {api_versions: _INTERNAL_API_VERSIONS, metadata: _INTERNAL_METADATA}.get(module)
         conn.state = CHECKING_API_VERSIONS if module is api_versions else READY
-        if module is metadata:
-            client._metadata_fetch = (1, 0)
+        if module is metadata:  # a metadata request in flight
+            updater = getattr(client, "_updater", client)
+            setattr(updater, "_fetch" if updater is not client else "_metadata_fetch", (1, 0))
         del self.closed[:], self.responses[:], client._completed[:]
         conn.in_flight.append(InFlightRequest(
             CORRELATION_ID, module.API_KEY, version,
@@ -188,8 +189,12 @@ class _Harness:
             self.responses.append, 0, 30000, internal))
         client._handle_frame(conn, data, 0)
         for error in self.closed:
-            if error is not None:
-                raise error  # a typed error passes; anything else is a finding
+            if error is None:
+                continue
+            cause = error.__cause__  # the network layer wraps what a decoder let escape:
+            if cause is not None and not isinstance(cause, errors.KafkaError):
+                raise cause          # the decoder's own exception is the finding
+            raise error  # a typed error passes; anything else is a finding
         for _, response in client._completed:
             if module is produce:  # what the Sender does with it
                 import kcore
