@@ -58,6 +58,34 @@ def test_200k_idempotent_records_through_20_faults(kafka3, topic, tmp_path):
     assert seq["gaps"] == 0, f"sequence gaps {seq['gap_samples']}, epochs {seq['epochs']}; {where}"
 
 
+def test_producer_id_reset_under_faults_never_duplicates(kafka3, topic, tmp_path):
+    """A delivery timeout shorter than a leader's failover: batches expire, some of them in
+    flight (written or not, nobody knows), so pyprod takes a new producer id. The reset must
+    neither duplicate a record nor lose an acknowledged one, and under each producer id the
+    stored sequence numbers stay contiguous."""
+    name = topic(6, cluster=kafka3, replication_factor=3, configs={"min.insync.replicas": "2"})
+    log_path, report_path = tmp_path / "pyprod-debug.log", tmp_path / "report.json"
+    result = run_under_faults(
+        "pyprod", kafka3, name, 40_000, faults=4, kinds=("pause", "kill_leader"), pause_s=6.0,
+        seed=SEED, log_path=str(log_path),
+        config=dict(delivery_timeout_ms=4000, request_timeout_ms=3000))
+    report_path.write_text(json.dumps(result.as_dict(), indent=1, default=str))
+    a, seq = result.audit, result.sequences
+    where = (f"seed {SEED}; faults {result.fault_summary}; errors {a.errors}; stored producer "
+             f"ids/epochs {seq.get('epochs')}; report {report_path}; pyprod DEBUG log {log_path}")
+
+    assert result.injector_error is None, f"{result.injector_error}; {where}"
+    assert a.failed > 0 and len(seq["epochs"]) > 1, f"no batch expired, no reset: {where}"
+    assert a.unresolved == 0, f"futures never completed: {a.samples.get('unresolved')}; {where}"
+    assert all(_typed(e) for e in a.errors), f"untyped errors {a.errors}; {where}"
+    assert a.lost_acked == 0, f"acknowledged but lost: {a.samples.get('lost_acked')}; {where}"
+    assert a.duplicates == 0, f"written twice: {a.samples.get('duplicates')}; {where}"
+    assert a.order_violations == 0, f"out of order: {a.samples.get('order_violations')}; {where}"
+    assert a.offset_mismatches == 0, \
+        f"acknowledged offsets differ: {a.samples.get('offset_mismatches')}; {where}"
+    assert seq["gaps"] == 0, f"sequence gaps {seq['gap_samples']}; {where}"
+
+
 def test_audit_names_each_kind_of_problem():
     """The audit itself (no broker): a clean run passes, each planted fault is found."""
     from pyprod.testing.fault_run import audit, record

@@ -29,6 +29,7 @@ __all__ = ["CLIENTS", "Audit", "RunResult", "audit", "record", "parse_value",
            "run_under_faults"]
 
 CLIENTS = ("pyprod", "kafka-python", "confluent-kafka")
+log = logging.getLogger("pyprod.testing.faults")
 KEYS = 256
 SAMPLE = 20  # ids kept per kind of problem, for the report
 
@@ -299,6 +300,7 @@ class RunResult:
     fault_summary: dict
     audit: Audit
     sequences: dict  # log_sequences() of the topic after the run, or {"error": ...}
+    readback: dict  # how the read-back went: {"first_read_missing": n, "reread": bool}
     injector_error: str | None = None
 
     def as_dict(self) -> dict:
@@ -335,15 +337,14 @@ def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KE
         injector.heal()
         producer.close(timeout=30)
         producer = None
-        read = read_all_kafka_python(cluster.bootstrap_servers, topic, timeout=read_timeout)
-        read = [r for r in read if r.key != b"warm"]
+        result, readback = _read_and_audit(cluster, topic, n, outcomes, keys, read_timeout)
         try:
             sequences = log_sequences(cluster, topic)
         except Exception as e:  # noqa: BLE001 - reported, the audit stands without it
             sequences = {"error": repr(e)}
         return RunResult(client, topic, n, round(wall, 3), round(injector.paced_until, 3),
-                         [f.as_dict() for f in injector.faults],
-                         injector.summary(), audit(n, outcomes, read, keys), sequences,
+                         [f.as_dict() for f in injector.faults], injector.summary(), result,
+                         sequences, readback,
                          None if injector.error is None else repr(injector.error))
     finally:
         if producer is not None:
@@ -357,6 +358,31 @@ def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KE
 # the client's own logger (and level) captured with pyprod's in the run's log file
 _CLIENT_LOGGERS = {"pyprod": [], "kafka-python": [("kafka", logging.INFO)],
                    "confluent-kafka": [("rdkafka.producer", logging.DEBUG)]}
+
+
+def _read_and_audit(cluster, topic, n, outcomes, keys, timeout):
+    """Read the topic to the end offsets and audit. Right after a fault, a partition's new
+    leader can report an end offset (its high watermark) short of records already acknowledged,
+    until its followers fetch again; so if acknowledged records are missing, read again until
+    at least every acknowledged record's count is there (60 s at most) and audit that."""
+    def read(expected=None, wait=timeout):
+        records = read_all_kafka_python(cluster.bootstrap_servers, topic,
+                                        None if expected is None else expected + 1,  # + warm
+                                        timeout=wait)
+        return [r for r in records if r.key != b"warm"]
+
+    result = audit(n, outcomes, read(), keys)
+    info = {"first_read_missing": result.lost_acked, "reread": False}
+    if result.lost_acked:
+        log.warning("%s: %d acknowledged records missing from the first read, reading again",
+                    topic, result.lost_acked)
+        info["reread"] = True
+        try:
+            records = read(result.acked, 60.0)
+        except TimeoutError:
+            records = read()
+        result = audit(n, outcomes, records, keys)
+    return result, info
 
 
 def _log_to_file(path, client):
