@@ -93,7 +93,7 @@ def producer(hostile_broker):
 
     def make(bootstrap_servers, **config):
         config.setdefault("linger_ms", 5)
-        config.setdefault("delivery_timeout_ms", 3000)
+        config.setdefault("delivery_timeout_ms", 2500)
         config.setdefault("request_timeout_ms", 1000)
         config.setdefault("retry_backoff_ms", 50)
         config.setdefault("reconnect_backoff_ms", 20)

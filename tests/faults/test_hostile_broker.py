@@ -17,11 +17,11 @@ from pyprod import KafkaProducer, errors
 from pyprod import config as pconfig
 from pyprod.metadata import Metadata
 from pyprod.network_client import NetworkClient
-from pyprod.protocol import api_versions, produce
+from pyprod.protocol import api_versions, init_producer_id, produce
 from pyprod.protocol import metadata as metadata_api
 from pyprod.testing import hostile_broker as hb
 
-DELIVERY_MS, REQUEST_MS = 3000, 1000
+DELIVERY_MS, REQUEST_MS = 2500, 1000
 BOUND = 2 * (DELIVERY_MS + REQUEST_MS) / 1000.0  # s: every future is done by then
 BOOTSTRAP_MS = 1000
 MIB = 1 << 20
@@ -140,12 +140,17 @@ def first_connection_error(bootstrap_servers, node=-1, topics=(TOPIC,), **config
 
 
 def bootstrap_fails(hostile, **config):
-    """The constructor raises NoBrokersAvailable within its bootstrap bound."""
-    return raises_within(errors.NoBrokersAvailable, lambda: KafkaProducer(
+    """The constructor raises NoBrokersAvailable within its bootstrap bound, and reconnects
+    with backoff meanwhile (20 ms doubling up to 200 ms: about 10 attempts, not thousands)."""
+    accepted = hostile.accepted
+    error = raises_within(errors.NoBrokersAvailable, lambda: KafkaProducer(
         bootstrap_servers=hostile.bootstrap_servers, request_timeout_ms=5 * BOOTSTRAP_MS,
         bootstrap_timeout_ms=BOOTSTRAP_MS, api_version_auto_timeout_ms=BOOTSTRAP_MS,
         reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, **config),
         2 * BOOTSTRAP_MS / 1000.0)
+    assert hostile.accepted - accepted <= 30, "no reconnect backoff: %d connections" % (
+        hostile.accepted - accepted)
+    return error
 
 
 # -- Produce answered wrong -----------------------------------------------------------------------
@@ -300,6 +305,30 @@ def test_partition_errors_forever(hostile_broker, producer):
     assert_all_failed(futures, errors.KafkaTimeoutError, errors.NotLeaderForPartitionError)
 
 
+def test_unknown_partition_error_code(hostile_broker, producer):
+    """An error code pyprod does not know fails the batches at once, typed."""
+    p, futures = misbehave_on_produce(hostile_broker, producer, hb.answer_error(9999))
+    assert_all_failed(futures, errors.KafkaError)
+    assert all(type(e) is not errors.KafkaTimeoutError for e in failures(futures))
+
+
+@pytest.mark.parametrize("action", [hb.silence, hb.answer_error(9999),
+                                    hb.answer_error(errors.ClusterAuthorizationFailedError.errno),
+                                    hb.body(b"\x00")],
+                         ids=["silence", "unknown-error", "cluster-authorization", "malformed"])
+def test_init_producer_id_misbehaves(hostile_broker, producer, action):
+    """No producer id to be had (the idempotent producer needs one before any Produce): every
+    future still completes by the deadline, typed."""
+    broker = hostile_broker(topics={TOPIC: 2})
+    broker.on(init_producer_id.API_KEY, action)
+    p = producer(broker.bootstrap_servers)
+    start = time.monotonic()
+    futures = send_some(p)
+    wait_done(futures, start)
+    assert_all_failed(futures, errors.KafkaError)
+    returns_within(lambda: p.close(timeout=2), 2)
+
+
 # -- brokers without the Produce versions pyprod needs ----------------------------------------------
 
 @pytest.mark.parametrize("ranges", [
@@ -324,7 +353,7 @@ def test_close_on_accept(hostile_broker):
     assert isinstance(first_connection_error(broker.bootstrap_servers),
                       errors.KafkaConnectionError)
     e = bootstrap_fails(broker)
-    assert "connection attempt" in str(e), e
+    assert broker.bootstrap_servers in str(e), e
 
 
 def test_reset_on_accept(hostile_broker):
