@@ -108,7 +108,8 @@ class MetadataUpdater:
 
 
 def cluster_from_response(resp):
-    """A Cluster from a decoded MetadataResponse."""
+    """A Cluster from a decoded MetadataResponse. Partition indexes outside 0..n-1 (n: the
+    topic's distinct indexes) are dropped: a producer would size tables by them."""
     brokers = {b.node_id: Broker(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
     topics, topic_errors, unauthorized, invalid, internal = {}, {}, set(), set(), set()
     for t in resp.topics:
@@ -127,7 +128,10 @@ def cluster_from_response(resp):
         if t.is_internal:
             internal.add(name)
         parts = {}
+        count = len({p.partition_index for p in t.partitions})
         for p in t.partitions:
+            if not 0 <= p.partition_index < count:
+                continue  # a topic's partitions are 0..n-1: anything else is not a partition
             leader = p.leader_id if p.leader_id in brokers else -1
             parts[p.partition_index] = PartitionInfo(
                 name, p.partition_index, leader, p.leader_epoch, tuple(p.replica_nodes),

@@ -478,6 +478,25 @@ def test_metadata_host_not_utf8(hostile_broker, producer):
     raises_within(errors.KafkaTimeoutError, lambda: p.send(TOPIC, b"v"), 1)
 
 
+def test_metadata_partition_indexes_out_of_range(hostile_broker, producer):
+    """Partition indexes outside 0..n-1 (negative, 2^31-1, a gap) are not partitions: send()
+    raises nothing untyped, and every record goes to a real partition."""
+    def provide(broker, topics):
+        brokers = [{"node_id": 1, "host": "127.0.0.1", "port": broker.port, "rack": None}]
+        return brokers, [{"error_code": 0, "name": t, "is_internal": False, "partitions": [
+            {"error_code": 0, "partition_index": i, "leader_id": 1, "leader_epoch": 0,
+             "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}
+            for i in (0, -5, 1, 9, 2**31 - 1, 0)]} for t in topics]
+    broker = hostile_broker(metadata=provide)
+    p = producer(broker.bootstrap_servers)
+    assert p.partitions_for(TOPIC) == {0, 1}
+    start = time.monotonic()
+    futures = send_some(p, n=20)
+    wait_done(futures, start)
+    assert all(f.succeeded() for f in futures), failures(futures)
+    assert {f.value.partition for f in futures[:-1]} <= {0, 1}
+
+
 def test_random_metadata(hostile_broker, producer):
     """Random node ids, leaders, epochs, partitions and hosts on every metadata answer:
     leaders move forever. Every future completes by the deadline, typed. Three seeds at once."""

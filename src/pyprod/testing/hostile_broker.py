@@ -188,7 +188,7 @@ BAD_HOSTS = ("unresolvable.invalid", "\u00ff\u00fe.invalid", "\u0431\u0440\u043e
 
 def random_metadata(seed=0, self_weight=1):
     """A metadata provider for HostileBroker(metadata=...): random node ids, leaders, epochs,
-    partition counts and hosts (itself sometimes; unresolvable, non-ASCII, unencodable hosts,
+    partition counts and indexes (negative, huge, gaps) and hosts (itself sometimes; unresolvable, non-ASCII, unencodable hosts,
     bad ports; invalid UTF-8 as bytes), different on every call: leaders move forever."""
     rng = random.Random(seed)
 
@@ -208,7 +208,8 @@ def random_metadata(seed=0, self_weight=1):
             parts = []
             for p in range(rng.randint(1, 4)):
                 leader = rng.choice(ids + [-1, 99, broker.node_id])
-                parts.append({"error_code": rng.choice([0, 0, 0, 5, 6]), "partition_index": p,
+                index = p if rng.random() < 0.8 else rng.choice([-1, p + 7, 2**31 - 1])
+                parts.append({"error_code": rng.choice([0, 0, 0, 5, 6]), "partition_index": index,
                               "leader_id": leader, "leader_epoch": rng.randint(-1, 50),
                               "replica_nodes": ids, "isr_nodes": ids[:1],
                               "offline_replicas": []})
