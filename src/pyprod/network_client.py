@@ -1,11 +1,11 @@
-"""NetworkClient: Java's NetworkClient + Selector, in one thread (DefaultMetadataUpdater is
-metadata_updater.py).
+"""NetworkClient: Java's NetworkClient + Selector, in one thread.
 
 Only the Sender thread calls it, except wakeup() (any thread). poll() select()s on every broker
 socket plus a wakeup socketpair, does the IO, negotiates ApiVersions on new connections, expires
 requests (a timed-out request closes its connection, failing everything in flight on it), keeps
-the metadata fresh, then runs the response callbacks. Whatever a broker sends ends as a typed
-error: a reply that does not decode is a KafkaProtocolError that closes its connection. Times are monotonic ms (metadata.now_ms).
+the metadata fresh (metadata_updater.py), then runs the response callbacks. Times are monotonic
+ms (metadata.now_ms). Whatever a broker sends ends as a typed error: a reply that does not
+decode is a KafkaProtocolError that closes its connection, with backoff.
 
 A connection is set up in steps: TCP connect, the TLS handshake (SSL, SASL_SSL), ApiVersions,
 the SASL exchange (SASL_*; SaslClientAuthenticator), then READY. When the broker limits the SASL

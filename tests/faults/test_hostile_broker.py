@@ -7,7 +7,6 @@ close(timeout) return, and, through the autouse io_thread_errors fixture, that t
 logged no error and no thread raised. Huge sizes and junk streams also check memory: the frame
 is refused before anything is sized from it, and RSS stays flat.
 """
-import contextlib
 import time
 import tracemalloc
 
@@ -30,7 +29,7 @@ TOPIC = "hostile"
 pytestmark = pytest.mark.usefixtures("io_thread_errors")
 
 
-# -- helpers ------------------------------------------------------------------------------------
+# -- helpers --------------------------------------------------------------------------------------
 
 def send_some(p, topic=TOPIC, n=4):
     """n send() futures and one send_batch() future of 2 records."""
@@ -112,31 +111,23 @@ def misbehave_on_produce(hostile_broker, producer, action, **config):
     return p, futures
 
 
-@contextlib.contextmanager
-def client(bootstrap_servers, **config):
-    """A bare NetworkClient (the producer's network layer) with small timeouts."""
-    config.setdefault("request_timeout_ms", REQUEST_MS)
-    config.setdefault("reconnect_backoff_ms", 10_000)
-    cfg = pconfig.build(bootstrap_servers=bootstrap_servers, **config)
+def first_connection_error(bootstrap_servers, node=-1):
+    """Poll a bare NetworkClient (the producer's network layer) until node's connection fails;
+    that error. A long reconnect backoff keeps it from being replaced."""
+    cfg = pconfig.build(bootstrap_servers=bootstrap_servers, request_timeout_ms=REQUEST_MS,
+                        reconnect_backoff_ms=10_000)
     md = Metadata(cfg)
     nc = NetworkClient(cfg, md)
     try:
-        yield nc, md
-    finally:
-        nc.close()
-        md.close()
-
-
-def first_connection_error(bootstrap_servers, node=-1, topics=(TOPIC,), **config):
-    """Poll a NetworkClient until node's connection fails; that error."""
-    with client(bootstrap_servers, **config) as (nc, md):
-        for t in topics:
-            md.add_topic(t)
+        md.add_topic(TOPIC)
         deadline = time.monotonic() + BOUND
         while nc.connection_error(node) is None:
             assert time.monotonic() < deadline, "node %s never failed" % node
             nc.poll(50)
         return nc.connection_error(node)
+    finally:
+        nc.close()
+        md.close()
 
 
 def bootstrap_fails(hostile, **config):
@@ -266,7 +257,6 @@ def test_unsolicited_response_before_the_answer(closes, hostile_broker, producer
     p, futures = misbehave_on_produce(hostile_broker, producer, hb.unsolicited(before=True))
     assert_all_failed(futures, errors.KafkaTimeoutError, errors.CorrelationIdError)
     assert isinstance(last_error(closes), errors.CorrelationIdError)
-    assert "no request in flight" in str(last_error(closes)) or "expected" in str(last_error(closes))
 
 
 def test_unsolicited_response_after_the_answer(closes, hostile_broker, producer):
@@ -329,7 +319,7 @@ def test_init_producer_id_misbehaves(hostile_broker, producer, action):
     returns_within(lambda: p.close(timeout=2), 2)
 
 
-# -- brokers without the Produce versions pyprod needs ----------------------------------------------
+# -- brokers without the Produce versions pyprod needs --------------------------------------------
 
 @pytest.mark.parametrize("ranges", [
     {k: v for k, v in hb.DEFAULT_RANGES.items() if k != produce.API_KEY},
@@ -345,7 +335,7 @@ def test_broker_without_produce_v3(hostile_broker, producer, ranges):
     returns_within(lambda: p.close(timeout=2), 2)
 
 
-# -- connecting and ApiVersions ---------------------------------------------------------------------
+# -- connecting and ApiVersions -------------------------------------------------------------------
 
 def test_close_on_accept(hostile_broker):
     broker = hostile_broker()
@@ -552,7 +542,7 @@ def test_close_timeout_with_requests_in_flight(hostile_broker, producer):
     assert_all_failed(futures, errors.KafkaError)
 
 
-# -- a real broker beside a hostile one -------------------------------------------------------------
+# -- a real broker beside a hostile one -----------------------------------------------------------
 
 HOSTILE_NODE = 1000
 

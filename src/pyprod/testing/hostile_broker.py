@@ -188,8 +188,9 @@ BAD_HOSTS = ("unresolvable.invalid", "\u00ff\u00fe.invalid", "\u0431\u0440\u043e
 
 def random_metadata(seed=0, self_weight=1):
     """A metadata provider for HostileBroker(metadata=...): random node ids, leaders, epochs,
-    partition counts and indexes (negative, huge, gaps) and hosts (itself sometimes; unresolvable, non-ASCII, unencodable hosts,
-    bad ports; invalid UTF-8 as bytes), different on every call: leaders move forever."""
+    partition counts and indexes (negative, huge, gaps), and hosts (itself sometimes;
+    unresolvable, non-ASCII, unencodable hosts, bad ports; invalid UTF-8 as bytes), different
+    on every call: leaders move forever."""
     rng = random.Random(seed)
 
     def provide(broker, topics):
