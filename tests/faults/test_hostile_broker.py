@@ -412,7 +412,7 @@ def test_api_versions_without_metadata(hostile_broker):
 def test_api_versions_unsolicited_on_accept(hostile_broker):
     """A frame before any request was sent."""
     broker = hostile_broker()
-    broker.on_accept(lambda ctx: ctx.send(hb._frame(42, b"\x00" * 8)) or True)
+    broker.on_accept(hb.unsolicited())
     assert isinstance(first_connection_error(broker.bootstrap_servers),
                       errors.CorrelationIdError)
 

@@ -43,7 +43,10 @@ class _Exchange:
 
     @property
     def answer(self):
-        """The normal answer frame (size prefix included), None if none is expected."""
+        """The normal answer frame (size prefix included), None if none is expected (or on
+        accept, where there is no request)."""
+        if self._answer is False and self.request is None:
+            self._answer = None
         if self._answer is False:
             self._answer = self.broker.answer(self.request, self.reader)
         return self._answer
