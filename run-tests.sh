@@ -8,6 +8,6 @@ cd "$(dirname "$0")"
 . scripts/setup.sh
 echo "run-tests: python -m pytest${*:+ $*} (compiled kcore)"
 python -m pytest "$@"
-echo "run-tests: tests/kernels with PYPROD_NO_EXTENSIONS=1 (the pure-Python twins)"
-PYPROD_NO_EXTENSIONS=1 python -m pytest -q -p no:cacheprovider tests/kernels
+echo "run-tests: tests/kernels and tests/fuzz with PYPROD_NO_EXTENSIONS=1 (the pure-Python twins)"
+PYPROD_NO_EXTENSIONS=1 python -m pytest -q -p no:cacheprovider tests/kernels tests/fuzz
 bash scripts/sanitize.sh  # says each step itself (sanitize: ...)
