@@ -13,7 +13,7 @@ import json
 import os
 
 from pyprod import errors
-from pyprod.testing.fault_run import run_under_faults
+from pyprod.testing.fault_run import SHORT_DELIVERY_TIMEOUT, run_under_faults
 
 N = 200_000
 FAULTS = 20
@@ -68,7 +68,7 @@ def test_producer_id_reset_under_faults_never_duplicates(kafka3, topic, tmp_path
     result = run_under_faults(
         "pyprod", kafka3, name, 40_000, faults=4, kinds=("pause", "kill_leader"), pause_s=6.0,
         seed=SEED, log_path=str(log_path),
-        config=dict(delivery_timeout_ms=4000, request_timeout_ms=3000))
+        config=SHORT_DELIVERY_TIMEOUT["pyprod"])
     report_path.write_text(json.dumps(result.as_dict(), indent=1, default=str))
     a, seq = result.audit, result.sequences
     where = (f"seed {SEED}; faults {result.fault_summary}; errors {a.errors}; stored producer "

@@ -25,8 +25,8 @@ from pyprod.testing.fault_injector import FaultInjector
 from pyprod.testing.kafka_cluster import java_command
 from pyprod.testing.readback import read_all_kafka_python
 
-__all__ = ["CLIENTS", "Audit", "RunResult", "audit", "record", "parse_value",
-           "run_under_faults"]
+__all__ = ["CLIENTS", "PRODUCER_CONFIG", "SHORT_DELIVERY_TIMEOUT", "Audit", "RunResult", "audit",
+           "log_sequences", "record", "parse_value", "run_under_faults"]
 
 CLIENTS = ("pyprod", "kafka-python", "confluent-kafka")
 log = logging.getLogger("pyprod.testing.faults")
@@ -49,6 +49,15 @@ PRODUCER_CONFIG = {
                         "socket.timeout.ms": 5000, "request.timeout.ms": 5000,
                         "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
                         "reconnect.backoff.max.ms": 1000, "partitioner": "murmur2_random"},
+}
+
+# overrides of PRODUCER_CONFIG: a delivery timeout shorter than a leader's failover, so batches
+# expire (some in flight, written or not) and the idempotent producer must reset its id/epoch
+SHORT_DELIVERY_TIMEOUT = {
+    "pyprod": dict(delivery_timeout_ms=4000, request_timeout_ms=3000),
+    "kafka-python": dict(delivery_timeout_ms=4000, request_timeout_ms=3000),
+    "confluent-kafka": {"message.timeout.ms": 4000, "request.timeout.ms": 3000,
+                        "socket.timeout.ms": 3000},
 }
 
 
@@ -311,7 +320,7 @@ class RunResult:
 
 def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KEYS,
                      config: dict | None = None, log_path: str | None = None,
-                     flush_s: float = 300.0, read_timeout: float = 180.0,
+                     flush_s: float = 150.0, read_timeout: float = 180.0,
                      **injector_kwargs) -> RunResult:
     """Write ``n`` keyed records with ``client`` to ``topic`` (which must exist) while a
     :class:`FaultInjector` (``injector_kwargs``) rotates faults over ``cluster``; read the topic
@@ -335,7 +344,8 @@ def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KE
         wall = time.monotonic() - t0
         injector.join()  # the rest of the rotation, if the records went out before its end
         injector.heal()
-        producer.close(timeout=30)
+        with contextlib.suppress(Exception):  # a close that times out: the audit shows why
+            producer.close(timeout=30)
         producer = None
         result, readback = _read_and_audit(cluster, topic, n, outcomes, keys, read_timeout)
         try:
