@@ -421,12 +421,12 @@ cdef class SendPath:
             vb = _as_bytes(vb, "value")
         if timestamp_ms is None:
             ts = kc_wall_ms()
-        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+        elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _INT64_MAX:
             raise ValueError("timestamp_ms must be a non-negative int, got %r" % (timestamp_ms,))
         else:
             ts = timestamp_ms
         if partition is not None:
-            if type(partition) is not int or partition < 0:
+            if type(partition) is not int or not 0 <= partition <= _INT32_MAX:
                 raise ValueError("partition must be a non-negative int, got %r" % (partition,))
             part = partition
 

@@ -113,3 +113,11 @@ def test_unknown_topic_asks_for_metadata(k):
     with pytest.raises(KafkaTimeoutError):
         sp.send("other", b"v")  # the fake wait returns without metadata
     assert waits and waits[0][0] == "other"
+
+
+@pytest.mark.parametrize("bad", [dict(partition=2 ** 31), dict(partition=2 ** 64),
+                                 dict(timestamp_ms=2 ** 63), dict(timestamp_ms=-1)])
+def test_out_of_range_partition_and_timestamp_are_value_errors(k, bad):
+    _, sp, _ = _path(k)
+    with pytest.raises(ValueError):
+        sp.send("t", b"v", **bad)

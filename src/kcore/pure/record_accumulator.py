@@ -18,8 +18,9 @@ from kcore.pure.buffer_pool import BufferPool
 from kcore.pure.future import TopicPartition
 from kcore.pure.murmur import partition_for_key
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch, record_size_upper_bound
-from kcore.shared.record_accumulator import (ReadyCheckResult, _as_bytes, _check_headers,
-                                             _not_in_metadata, _too_large)
+from kcore.shared.record_accumulator import (_INT32_MAX, _INT64_MAX, ReadyCheckResult,
+                                             _as_bytes, _check_headers, _not_in_metadata,
+                                             _too_large)
 from pyprod.errors import IllegalStateError
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "SendPath", "TopicInfo", "fork_generation"]
@@ -358,9 +359,10 @@ class SendPath:
         vb = _as_bytes(vb, "value")
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
-        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+        elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _INT64_MAX:
             raise ValueError("timestamp_ms must be a non-negative int, got %r" % (timestamp_ms,))
-        if partition is not None and (type(partition) is not int or partition < 0):
+        if partition is not None and (type(partition) is not int or
+                                      not 0 <= partition <= _INT32_MAX):
             raise ValueError("partition must be a non-negative int, got %r" % (partition,))
 
         start = now_ms()

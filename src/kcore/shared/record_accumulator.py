@@ -10,6 +10,7 @@ ReadyCheckResult = collections.namedtuple(
     module=__name__)
 
 _BYTES = (bytes, bytearray, memoryview)
+_INT32_MAX, _INT64_MAX = (1 << 31) - 1, (1 << 63) - 1  # partition, timestamp_ms bounds
 
 
 def _as_bytes(data, what):
