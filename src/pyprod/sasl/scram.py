@@ -13,6 +13,8 @@ from pyprod.errors import SaslAuthenticationFailedError
 
 _HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 _MIN_ITERATIONS = 4096  # Kafka's ScramMechanism minimum
+_MAX_ITERATIONS = 16384  # Kafka's ScramMechanism maximum: a broker cannot store more, and
+                        # a hostile one would otherwise cost seconds of CPU per login
 
 
 def _saslname(name):
@@ -71,7 +73,7 @@ class ScramSaslClient:
             salt = base64.b64decode(salt, validate=True)
         except ValueError:
             raise SaslAuthenticationFailedError("SCRAM: invalid salt or iteration count") from None
-        if not _MIN_ITERATIONS <= iterations <= 1 << 24:
+        if not _MIN_ITERATIONS <= iterations <= _MAX_ITERATIONS:
             raise SaslAuthenticationFailedError(
                 "SCRAM: iteration count %d out of range" % iterations)
         password = unicodedata.normalize("NFKC", self._password).encode("utf-8")
