@@ -46,7 +46,9 @@ EXPIRY = dict(records=40_000, faults=4, kinds=("pause", "kill_leader"), pause_s=
 COLUMNS = (  # (row key, header)
     ("acked", "acked"), ("failed", "failed futures"), ("unresolved", "unresolved futures"),
     ("lost_acked", "lost acked"), ("duplicates", "duplicates"),
-    ("order_violations", "order violations"), ("offset_mismatches", "offset mismatches"),
+    ("order_violations", "order violations"),
+    ("order_violations_acked", "order violations between acked"),
+    ("offset_mismatches", "offset mismatches"),
     ("sequence_gaps", "stored sequence gaps"), ("producer_epochs", "producer id/epochs"),
     ("faults", "faults applied"), ("wall_s", "wall s"))
 PROBLEMS = ("unresolved", "lost_acked", "duplicates", "order_violations", "offset_mismatches",
@@ -59,7 +61,8 @@ def row_of(result) -> dict:
     row = {"scenario": result["scenario"], "client": result["client"],
            "records": result["records"],
            **{k: a[k] for k in ("acked", "failed", "unresolved", "lost_acked", "duplicates",
-                                "order_violations", "offset_mismatches", "failed_but_written",
+                                "order_violations", "order_violations_acked",
+                                "offset_mismatches", "failed_but_written",
                                 "foreign", "errors")},
            "sequence_gaps": seq.get("gaps"), "producer_epochs": len(seq.get("epochs", [])) or None,
            "faults": result["fault_summary"]["applied"],
@@ -120,7 +123,8 @@ def markdown(meta: dict, rows: list, results: list) -> str:
         lines += [f"## Scenario {scenario}", "", _describe(meta, scenario), ""]
         lines += _table([r for r in rows if r["scenario"] == scenario]) + [""]
     lines += ["lost acked: acknowledged, not in the topic. duplicates: extra copies. order "
-              "violations: a key's sequence number going backwards within its partition. offset "
+              "violations: a key's sequence number going backwards within its partition (between acked: "
+              "both records acknowledged; otherwise one of them had a failed future). offset "
               "mismatches: an acknowledged record read at another offset than its future said. "
               "stored sequence gaps: batches whose base sequence does not follow the previous "
               "batch of the same producer id and epoch in the leaders' logs. producer "

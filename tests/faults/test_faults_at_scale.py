@@ -107,7 +107,10 @@ def test_audit_names_each_kind_of_problem():
     assert (dup.duplicates, dup.samples["duplicates"][0]["id"]) == (1, 4)
     swapped = [rec(i) for i in range(n) if i not in (1, 4)] + [rec(1, 1), rec(4, 0)]
     bad = audit(n, outcomes, swapped, keys)
-    assert bad.order_violations == 1 and bad.offset_mismatches == 2
+    assert bad.order_violations == bad.order_violations_acked == 1
+    assert bad.offset_mismatches == 2
+    late = audit(n, outcomes[:4] + ["KafkaTimeoutError"] + outcomes[5:], swapped, keys)
+    assert (late.order_violations, late.order_violations_acked) == (1, 0)
     pending = audit(n, outcomes[:-2] + [None, "KafkaTimeoutError"], clean, keys)
     assert (pending.unresolved, pending.failed, pending.failed_but_written) == (1, 1, 1)
     assert pending.errors == {"KafkaTimeoutError": 1}

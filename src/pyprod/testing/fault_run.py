@@ -88,6 +88,7 @@ class Audit:
     lost_acked: int = 0  # acknowledged, not in the topic
     duplicates: int = 0  # extra copies in the topic
     order_violations: int = 0  # a key's sequence went backwards within its partition
+    order_violations_acked: int = 0  # ... between two acknowledged records
     offset_mismatches: int = 0  # acknowledged at (p, o) but read elsewhere
     failed_but_written: int = 0  # failed future whose record is in the topic (allowed)
     foreign: int = 0  # records in the topic this run did not write
@@ -131,7 +132,7 @@ def audit(n: int, outcomes: list, read: list, keys: int = KEYS) -> Audit:
         if o is None:
             _sample(s, "unresolved", i)
     where = defaultdict(list)  # id -> [(partition, offset)]
-    last_seq = {}  # (partition, key) -> last sequence read
+    newest = {}  # (partition, key) -> (highest sequence read so far, its id)
     for r in sorted(read, key=lambda r: (r.partition, r.offset)):
         parsed = parse_value(r.value)
         if parsed is None or not 0 <= parsed[0] < n or record(parsed[0], keys)[0] != r.key:
@@ -140,12 +141,17 @@ def audit(n: int, outcomes: list, read: list, keys: int = KEYS) -> Audit:
             continue
         i, seq = parsed
         where[i].append((r.partition, r.offset))
-        prev = last_seq.get((r.partition, r.key))
-        if prev is not None and seq < prev:
+        prev = newest.get((r.partition, r.key))
+        if prev is not None and seq < prev[0]:
             a.order_violations += 1
-            _sample(s, "order_violations", dict(partition=r.partition, offset=r.offset,
-                                                key=r.key.decode(), seq=seq, after_seq=prev))
-        last_seq[(r.partition, r.key)] = max(seq, -1 if prev is None else prev)
+            both_acked = isinstance(outcomes[i], tuple) and isinstance(outcomes[prev[1]], tuple)
+            a.order_violations_acked += both_acked
+            _sample(s, "order_violations", dict(
+                partition=r.partition, offset=r.offset, key=r.key.decode(), id=i, seq=seq,
+                outcome=outcomes[i], after_id=prev[1], after_seq=prev[0],
+                after_outcome=outcomes[prev[1]]))
+        if prev is None or seq > prev[0]:
+            newest[(r.partition, r.key)] = (seq, i)
     for i, places in where.items():
         if len(places) > 1:
             a.duplicates += len(places) - 1
