@@ -11,6 +11,7 @@ fault log, pyprod's DEBUG log and a JSON report (under pytest's tmp_path).
 """
 import json
 import os
+import time
 
 from pyprod import errors
 from pyprod.testing.fault_run import SHORT_DELIVERY_TIMEOUT, run_under_faults
@@ -84,6 +85,48 @@ def test_producer_id_reset_under_faults_never_duplicates(kafka3, topic, tmp_path
     assert a.offset_mismatches == 0, \
         f"acknowledged offsets differ: {a.samples.get('offset_mismatches')}; {where}"
     assert seq["gaps"] == 0, f"sequence gaps {seq['gap_samples']}; {where}"
+
+
+def test_hung_leader_writes_nothing_late_after_a_producer_id_reset(kafka3, topic):
+    """The leader of a partition hangs (SIGSTOP, shorter than the broker session timeout, so it
+    stays leader) with produce requests of this producer in its socket buffers. The requests
+    time out (the client closes the connection, but the broker still holds the bytes), the
+    batches expire, the producer takes a new producer id or epoch and goes on. When the leader
+    wakes up it reads the old requests: whatever it then appends must not land after records
+    sent later. Java and librdkafka bump the epoch, which fences the old requests."""
+    from pyprod import KafkaProducer
+    from pyprod.testing.readback import read_all_kafka_python
+
+    name = topic(3, cluster=kafka3, replication_factor=3, configs={"min.insync.replicas": "2"})
+    controller = kafka3.controller_id()
+    part = next(p for p in range(3) if kafka3.leader_of(name, p) != controller)
+    leader = kafka3.leader_of(name, part)
+    with KafkaProducer(bootstrap_servers=kafka3.bootstrap_servers, acks="all",
+                       enable_idempotence=True, linger_ms=5, batch_size=2048,
+                       request_timeout_ms=800, delivery_timeout_ms=1500) as p:
+        p.send(name, b"-1", partition=part).get(timeout=30)
+        futures, i = [], 0
+        kafka3.pause_node(leader)
+        try:
+            end = time.monotonic() + 2.2
+            while time.monotonic() < end:
+                futures.append(p.send(name, b"%d" % i, partition=part))
+                i += 1
+                if i % 50 == 0:
+                    time.sleep(0.01)
+        finally:
+            kafka3.resume_node(leader)
+        futures += [p.send(name, b"%d" % j, partition=part) for j in range(i, i + 2000)]
+        p.flush(timeout=60)
+    failed = sum(f.failed() for f in futures)
+    values = [int(r.value) for r in read_all_kafka_python(kafka3.bootstrap_servers, name)
+              if r.partition == part and r.value != b"-1"]
+    late = [(a, b) for a, b in zip(values, values[1:]) if b < a]
+    where = (f"leader {leader}, partition {part}, {len(futures)} sent, {failed} failed, "
+             f"{len(values)} stored")
+    assert failed > 0, f"no batch expired: {where}"
+    assert len(values) == len(set(values)), f"duplicates: {where}"
+    assert not late, f"{len(late)} records stored after later ones, e.g. {late[:5]}: {where}"
 
 
 def test_audit_names_each_kind_of_problem():
