@@ -99,6 +99,11 @@ class Sender(threading.Thread):
         tm = self.tm
         if tm is not None and not tm.has_producer_id():
             if tm.fatal_error is None and tm.needs_producer_id():
+                if tm.bump_epoch():
+                    log.info("Producer id %d: epoch bumped to %d", tm.producer_id,
+                             tm.producer_epoch)
+                    self.client.poll(self._send_producer_data(now))
+                    return
                 self._maybe_init_producer_id(now)
             elif tm.reset_pending:  # batches of unknown fate are asked about under the old id
                 self.client.poll(self._send_producer_data(now))

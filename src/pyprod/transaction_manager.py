@@ -4,9 +4,10 @@ One producer id and epoch (InitProducerId); per partition the next sequence and 
 flight. A retried batch keeps its sequence and goes out again only after every in-flight batch
 with a lower sequence, so the broker sees each partition's batches in order. A batch that fails
 for good after it got a sequence leaves a gap the broker would reject (or, if it expired in
-flight, a sequence nobody knows the fate of), so the producer id is reset: once nothing is in
-flight, InitProducerId again and sequences restart at 0, as the Java client did before KIP-360.
-Batches waiting to be retried are restamped with the new id and fresh sequences.
+flight, a sequence nobody knows the fate of), so the producer is reset: once nothing is in
+flight, its epoch goes up by one (a new producer id from InitProducerId once the epoch is
+exhausted) and sequences restart at 0, as Java's idempotent producer does (KIP-360). Batches
+waiting to be retried are restamped with the new epoch and fresh sequences.
 
 A batch waiting to be retried may have been written already (its answer was lost with the
 connection). Restamped under a new producer id it would be stored twice, so before the reset
@@ -87,6 +88,16 @@ class TransactionManager:
         self._waiting.clear()
         self._unwritten_from.clear()
         self._reset_pending = False
+
+    def bump_epoch(self):
+        """Reset by bumping the epoch, as Java's idempotent producer does (KIP-360): sequences
+        restart at 0 and the broker refuses requests of the old epoch that arrive late (a hung
+        leader's), so none lands after newer records. False once the epoch is exhausted: then a
+        new producer id is needed."""
+        if not self._reset_pending or self.producer_id < 0 or self.producer_epoch >= 0x7FFF:
+            return False
+        self.set_producer_id(self.producer_id, self.producer_epoch + 1)
+        return True
 
     def request_reset(self):
         """Start over with a new producer id once nothing is in flight."""
