@@ -11,8 +11,8 @@ records lost, duplicates, per-key order, acknowledged offsets, and the sequence 
 leaders stored (DumpLogSegments).
 
 Scenarios: "rotation" (the above, delivery timeout 120 s: nothing should fail) and "expiry"
-(40k records, 4 faults: leader SIGSTOP for 6 s and leader SIGKILL, delivery timeout 4 s and
-request timeout 3 s: batches expire, some in flight, so the idempotent producer must reset its
+(40k records, 4 faults: leader SIGSTOP for 6 s and leader SIGKILL, delivery timeout 2.5 s and
+request timeout 2 s: batches expire, some in flight, so the idempotent producer must reset its
 producer id or epoch without duplicating anything).
 
     python bench/faults.py                    # both scenarios, all three clients
@@ -103,7 +103,7 @@ def _describe(meta, scenario) -> str:
             f"{sc['pause_s']:g} s; seed {meta['seed']}). ")
     if scenario == "rotation":
         return what + "Request timeout 5 s, delivery timeout 120 s for every client."
-    return what + ("Request timeout 3 s, delivery timeout 4 s for every client: shorter than a "
+    return what + ("Request timeout 2 s, delivery timeout 2.5 s for every client: shorter than a "
                    "failover, so futures fail with a timeout (allowed) and some of those "
                    "records are written all the same (allowed); the producer id/epoch must "
                    "change without a duplicate or a lost acknowledged record.")

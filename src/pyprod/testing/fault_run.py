@@ -51,13 +51,14 @@ PRODUCER_CONFIG = {
                         "reconnect.backoff.max.ms": 1000, "partitioner": "murmur2_random"},
 }
 
-# overrides of PRODUCER_CONFIG: a delivery timeout shorter than a leader's failover, so batches
-# expire (some in flight, written or not) and the idempotent producer must reset its id/epoch
+# overrides of PRODUCER_CONFIG: a delivery timeout shorter than a leader's failover (the
+# brokers fence a silent one after 3 s), so batches expire (some in flight, written or not) and
+# the idempotent producer must reset its id/epoch
 SHORT_DELIVERY_TIMEOUT = {
-    "pyprod": dict(delivery_timeout_ms=4000, request_timeout_ms=3000),
-    "kafka-python": dict(delivery_timeout_ms=4000, request_timeout_ms=3000),
-    "confluent-kafka": {"message.timeout.ms": 4000, "request.timeout.ms": 3000,
-                        "socket.timeout.ms": 3000},
+    "pyprod": dict(delivery_timeout_ms=2500, request_timeout_ms=2000),
+    "kafka-python": dict(delivery_timeout_ms=2500, request_timeout_ms=2000),
+    "confluent-kafka": {"message.timeout.ms": 2500, "request.timeout.ms": 2000,
+                        "socket.timeout.ms": 2000},
 }
 
 
