@@ -239,10 +239,19 @@ def _send_futures(producer, topic, n, injector, keys, flush_s):
     return out
 
 
+WARM_ATTEMPTS = 10  # a short delivery timeout can expire the first record of a new topic
+
+
 def _run_futures(cls, bootstrap, topic, n, injector, keys, flush_s, config):
     p = cls(bootstrap_servers=bootstrap, **config)
     try:  # metadata, connections and a producer id before the first fault
-        p.send(topic, b"warm:-1", key=b"warm").get(timeout=60)
+        for attempt in range(WARM_ATTEMPTS):
+            try:
+                p.send(topic, b"warm:-1", key=b"warm").get(timeout=60)
+                break
+            except Exception:  # noqa: BLE001 - the last attempt's error is raised
+                if attempt == WARM_ATTEMPTS - 1:
+                    raise
     except BaseException:
         p.close(timeout=5)
         raise
@@ -272,9 +281,12 @@ def _run_confluent(bootstrap, topic, n, injector, keys, flush_s, config):
 
     p = Producer({"bootstrap.servers": bootstrap, **config})
     warm = []
-    p.produce(topic, b"warm:-1", key=b"warm", on_delivery=lambda err, msg: warm.append(err))
-    p.flush(60)
-    if not warm or warm[0] is not None:
+    for _ in range(WARM_ATTEMPTS):
+        p.produce(topic, b"warm:-1", key=b"warm", on_delivery=lambda err, msg: warm.append(err))
+        p.flush(60)
+        if warm and warm[-1] is None:
+            break
+    else:
         raise RuntimeError(f"confluent-kafka could not write the warm-up record: {warm}")
 
     def go():
