@@ -123,8 +123,9 @@ def markdown(meta: dict, rows: list, results: list) -> str:
         lines += [f"## Scenario {scenario}", "", _describe(meta, scenario), ""]
         lines += _table([r for r in rows if r["scenario"] == scenario]) + [""]
     lines += ["lost acked: acknowledged, not in the topic. duplicates: extra copies. order "
-              "violations: a key's sequence number going backwards within its partition (between acked: "
-              "both records acknowledged; otherwise one of them had a failed future). offset "
+              "violations: a key's sequence number going backwards within its partition "
+              "(between acked: both records acknowledged; otherwise one of them had a failed "
+              "future). offset "
               "mismatches: an acknowledged record read at another offset than its future said. "
               "stored sequence gaps: batches whose base sequence does not follow the previous "
               "batch of the same producer id and epoch in the leaders' logs. producer "
