@@ -26,6 +26,17 @@ def _typed(name):
     return isinstance(cls, type) and issubclass(cls, errors.KafkaError)
 
 
+def _assert_delivered_exactly(a, where):
+    """Every future completed, typed; nothing acknowledged lost, nothing twice, order kept."""
+    assert a.unresolved == 0, f"futures never completed: {a.samples.get('unresolved')}; {where}"
+    assert all(_typed(e) for e in a.errors), f"untyped errors {a.errors}; {where}"
+    assert a.lost_acked == 0, f"acknowledged but lost: {a.samples.get('lost_acked')}; {where}"
+    assert a.duplicates == 0, f"written twice: {a.samples.get('duplicates')}; {where}"
+    assert a.order_violations == 0, f"out of order: {a.samples.get('order_violations')}; {where}"
+    assert a.offset_mismatches == 0, \
+        f"acknowledged offsets differ: {a.samples.get('offset_mismatches')}; {where}"
+
+
 def test_200k_idempotent_records_through_20_faults(kafka3, topic, tmp_path):
     name = topic(6, cluster=kafka3, replication_factor=3, configs={"min.insync.replicas": "2"})
     log_path, report_path = tmp_path / "pyprod-debug.log", tmp_path / "report.json"
@@ -43,13 +54,7 @@ def test_200k_idempotent_records_through_20_faults(kafka3, topic, tmp_path):
     # the records were spread over the rotation: the last ones went out during the last fault
     assert result.send_s >= result.faults[-1]["t"], where
 
-    assert a.unresolved == 0, f"futures never completed: {a.samples.get('unresolved')}; {where}"
-    assert all(_typed(e) for e in a.errors), f"untyped errors {a.errors}; {where}"
-    assert a.lost_acked == 0, f"acknowledged but lost: {a.samples.get('lost_acked')}; {where}"
-    assert a.duplicates == 0, f"written twice: {a.samples.get('duplicates')}; {where}"
-    assert a.order_violations == 0, f"out of order: {a.samples.get('order_violations')}; {where}"
-    assert a.offset_mismatches == 0, \
-        f"acknowledged offsets differ: {a.samples.get('offset_mismatches')}; {where}"
+    _assert_delivered_exactly(a, where)
     assert a.foreign == 0, f"unknown records: {a.samples.get('foreign')}; {where}"
     assert a.acked + a.failed == N and a.read >= a.acked, where
     # as stored by the partition leaders: each producer id and epoch's sequence numbers follow
@@ -77,13 +82,7 @@ def test_producer_id_reset_under_faults_never_duplicates(kafka3, topic, tmp_path
 
     assert result.injector_error is None, f"{result.injector_error}; {where}"
     assert a.failed > 0 and len(seq["epochs"]) > 1, f"no batch expired, no reset: {where}"
-    assert a.unresolved == 0, f"futures never completed: {a.samples.get('unresolved')}; {where}"
-    assert all(_typed(e) for e in a.errors), f"untyped errors {a.errors}; {where}"
-    assert a.lost_acked == 0, f"acknowledged but lost: {a.samples.get('lost_acked')}; {where}"
-    assert a.duplicates == 0, f"written twice: {a.samples.get('duplicates')}; {where}"
-    assert a.order_violations == 0, f"out of order: {a.samples.get('order_violations')}; {where}"
-    assert a.offset_mismatches == 0, \
-        f"acknowledged offsets differ: {a.samples.get('offset_mismatches')}; {where}"
+    _assert_delivered_exactly(a, where)
     assert seq["gaps"] == 0, f"sequence gaps {seq['gap_samples']}; {where}"
 
 
