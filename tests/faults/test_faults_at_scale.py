@@ -66,7 +66,7 @@ def test_200k_idempotent_records_through_20_faults(kafka3, topic, tmp_path):
 
 def test_producer_id_reset_under_faults_never_duplicates(kafka3, topic, tmp_path):
     """A delivery timeout shorter than a leader's failover: batches expire, some of them in
-    flight (written or not, nobody knows), so pyprod takes a new producer id. The reset must
+    flight (written or not, nobody knows), so pyprod bumps its epoch. The reset must
     neither duplicate a record nor lose an acknowledged one, and under each producer id the
     stored sequence numbers stay contiguous."""
     name = topic(6, cluster=kafka3, replication_factor=3, configs={"min.insync.replicas": "2"})
