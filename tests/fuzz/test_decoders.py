@@ -1,6 +1,6 @@
 """Typed errors only: every target, over random bytes and mutated valid messages, returns a value
 or raises a pyprod.errors.KafkaError subclass (never IndexError, ValueError, RecursionError...).
-The produce codec's targets are in test_produce_codec.py (both implementations)."""
+The produce codec's targets are in test_fuzz_produce_codec.py (both implementations)."""
 import random
 
 import pytest
