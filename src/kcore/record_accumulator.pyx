@@ -335,13 +335,16 @@ cdef class RecordAccumulator:
     def close(self):
         self._closed = True
 
-    def abort_incomplete(self, error):
+    def abort_incomplete(self, error, close=True):
+        """Fail every batch not completed yet; close=True (the producer is closing) also fails
+        current and later memory waits."""
         batches = list(self._incomplete)
         for dq in list(self._deques.values()):
             dq.clear()
         for batch in batches:
             self.complete(batch, error=error)
-        self.pool.close()
+        if close:
+            self.pool.close()
 
 
 cdef int _raise_pool(int rc, Py_ssize_t need, double max_block_ms) except -1:

@@ -97,8 +97,13 @@ class Sender(threading.Thread):
         now = now_ms()
         self._expire(now)
         tm = self.tm
+        if tm is not None and tm.fatal_error is not None:
+            if self.accumulator.has_undrained():  # appended by a send() that raced the error
+                self.accumulator.abort_incomplete(tm.fatal_error, close=False)
+            self.client.poll(self._next_deadline_delay(now))
+            return
         if tm is not None and not tm.has_producer_id():
-            if tm.fatal_error is None and tm.needs_producer_id():
+            if tm.needs_producer_id():
                 if tm.bump_epoch():
                     log.info("Producer id %d: epoch bumped to %d", tm.producer_id,
                              tm.producer_epoch)
@@ -365,7 +370,7 @@ class Sender(threading.Thread):
             version = self.client.api_version(node, init_producer_id.API_KEY)
         except errors.KafkaError as e:  # IncompatibleBrokerVersion: idempotence cannot work
             self.tm.fatal_error = e
-            self.accumulator.abort_incomplete(e)
+            self.accumulator.abort_incomplete(e, close=False)
             return
         body = init_producer_id.encode_request(  # no transactional id: always a new producer id
             version, transactional_id=None, transaction_timeout_ms=self.transaction_timeout_ms)
@@ -392,7 +397,7 @@ class Sender(threading.Thread):
                 self._init_pid_not_before = now_ms() + self.retry_backoff_ms
                 return
             self.tm.fatal_error = error("InitProducerId failed")
-            self.accumulator.abort_incomplete(self.tm.fatal_error)
+            self.accumulator.abort_incomplete(self.tm.fatal_error, close=False)
             return
         log.info("Producer id %d, epoch %d", decoded.producer_id, decoded.producer_epoch)
         self.tm.set_producer_id(decoded.producer_id, decoded.producer_epoch)

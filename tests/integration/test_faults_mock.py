@@ -306,13 +306,14 @@ def test_out_of_order_sequence_is_fatal_for_the_batch(mock_cluster):
         s.send(100, pace=0)
         s.flush()
         failed = list(s.failed)
-        s.send(100, pace=0)  # the producer recovered: a new producer id, sequences from 0
+        s.send(100, pace=0)  # the producer recovered: epoch + 1 (KIP-360), sequences from 0
         s.flush()
         init_pid_requests = _count(mc, ApiKey.InitProducerId)
+        epoch = p._tm.producer_epoch
     assert failed and failed == s.failed and min(failed) >= 100
     for i in failed:
         assert isinstance(s.futures[i].exception, errors.OutOfOrderSequenceNumberError)
-    assert init_pid_requests == 1
+    assert init_pid_requests == 0 and epoch == 1  # bumped locally, as Java's producer does
     read = s.check(mc)
     assert not set(failed) & {int(r.value) for r in read}  # the broker refused them
     assert len(read) == 300 - len(failed)
@@ -335,7 +336,7 @@ def test_out_of_order_sequence_across_partitions(mock_cluster):
     s.check(mc)
 
 
-def test_unknown_producer_id_is_retried_with_a_new_id(mock_cluster):
+def test_unknown_producer_id_is_retried_under_a_new_epoch(mock_cluster):
     mc = mock_cluster
     name = _topic(mc, "unknown_pid", partitions=2)
     with _producer(mc) as p:
@@ -347,8 +348,9 @@ def test_unknown_producer_id_is_retried_with_a_new_id(mock_cluster):
         s.send(200)
         s.flush()
         init_pid_requests = _count(mc, ApiKey.InitProducerId)
+        epoch = p._tm.producer_epoch
     assert not s.failed, s.futures[s.failed[0]].exception
-    assert init_pid_requests == 1
+    assert init_pid_requests == 0 and epoch == 1
     assert len(s.check(mc)) == 400
 
 

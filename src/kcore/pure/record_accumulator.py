@@ -312,14 +312,17 @@ class RecordAccumulator:
         with self._lock:
             self._closed = True
 
-    def abort_incomplete(self, error):
+    def abort_incomplete(self, error, close=True):
+        """Fail every batch not completed yet; close=True (the producer is closing) also fails
+        current and later memory waits."""
         with self._lock:
             batches = list(self._incomplete)
             for dq in self._deques.values():
                 dq.clear()
         for batch in batches:
             self.complete(batch, error=error)
-        self.pool.close()
+        if close:
+            self.pool.close()
 
 
 class SendPath:
