@@ -1,7 +1,8 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/future.py: one ProduceRequestResult per batch, completed once;
 each record's FutureRecordMetadata is a view on it. The GIL orders completion against
-registration here (no Python code runs between a check and its update), so no lock is needed."""
+registration here (nothing that can switch threads runs between a check and its update), so no
+lock is needed."""
 cimport cython
 from libc.stdint cimport int64_t
 
@@ -51,11 +52,18 @@ cdef class ProduceRequestResult:
 
     def add_thunk(self, future, callback, errback):
         """Register a call for when the batch completes; False if it already has."""
+        # Allocations may run the GC, whose finalizers may let the Sender thread complete the
+        # batch: allocate first, then check and register with no allocation in between.
+        cdef tuple entry = (future, callback, errback)
+        cdef list fresh = None
+        if self._thunks is None:
+            fresh = [entry]
         if self.is_done:
             return False
         if self._thunks is None:
-            self._thunks = []
-        self._thunks.append((future, callback, errback))
+            self._thunks = fresh if fresh is not None else [entry]
+        else:
+            self._thunks.append(entry)  # a list append does not run the GC
         return True
 
 

@@ -71,3 +71,38 @@ def test_get_wakes_when_another_thread_completes():
     t.start()
     assert futures[0].get(timeout=10).offset == 1
     t.join()
+
+
+class _CompletesWhenCollected:
+    """Completes `result` from a finalizer: the GC runs it on some allocation, which is where
+    another thread may take the GIL in between (the Sender completing the batch)."""
+
+    def __init__(self, result):
+        self.result, self.cycle = result, self
+
+    def __del__(self):
+        self.result.done(base_offset=7)
+
+
+@pytest.mark.parametrize("registered_before", [False, True])
+def test_callback_registered_while_the_gc_completes_the_batch(registered_before):
+    import gc
+    seen = []
+    for _ in range(200):
+        result, futures = _futures(2)
+        if registered_before:
+            futures[1].add_callback(seen.append)
+        _CompletesWhenCollected(result)
+        add, future, callback = result.add_thunk, futures[0], seen.append
+        old = gc.get_threshold()
+        gc.set_threshold(1)
+        try:
+            added = add(future, callback, None)
+        finally:
+            gc.set_threshold(*old)
+        gc.collect()
+        assert result.is_done
+        if not added:
+            callback(future)  # what FutureRecordMetadata does when the batch was done
+    # every callback ran exactly once, whichever side won
+    assert len(seen) == 200 * (2 if registered_before else 1)
