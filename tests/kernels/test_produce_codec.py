@@ -1,5 +1,6 @@
-"""kcore.produce_codec: ProduceRequest bodies byte-identical to the protocol module's, and
-ProduceResponse results, on both implementations; malformed responses raise KafkaProtocolError."""
+"""kcore.produce_codec: ProduceRequest bodies byte-identical to the generic Struct encoding of
+the protocol module's REQUEST schema (and between the twins), and ProduceResponse results, on
+both implementations; malformed responses raise KafkaProtocolError."""
 import random
 
 import pytest
@@ -12,25 +13,50 @@ BATCHES = [("t", 0, b"a" * 100), ("ü-topic", 3, bytearray(b"b" * 5)), ("t", 1, 
            ("t", 2, memoryview(b"xyz" * 1000)), ("other", 0, b"\x00\x01")]
 
 
+def _schema_encoding(version, acks, timeout_ms, transactional_id, batches):
+    """The same request through pyprod.protocol's generic Struct codec (topics grouped in
+    first-seen order)."""
+    topics = {}
+    for topic, partition, payload in batches:
+        topics.setdefault(topic, []).append({"index": partition, "records": payload})
+    return produce.API.encode_request(version, {
+        "transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
+        "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()]})
+
+
+def _joined(parts):
+    return b"".join(bytes(p) for p in parts)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("acks,transactional_id", [(1, None), (-1, "tx-ü"), (0, None)])
-def test_request_body_is_the_protocol_modules(k, version, acks, transactional_id):
+def test_request_body_is_the_schemas(k, version, acks, transactional_id):
     parts = k.encode_produce_body(version, acks, 1234, transactional_id, BATCHES)
-    expected = produce.encode_request(version, acks, 1234, produce.group_batches(BATCHES),
-                                      transactional_id)
-    assert b"".join(bytes(p) for p in parts) == expected
+    assert _joined(parts) == _schema_encoding(version, acks, 1234, transactional_id, BATCHES)
     if not k.pure:  # the batches themselves go to writev, uncopied
         assert [id(b) for _, _, b in BATCHES[:1]] == [id(parts[1])]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_request_body_twins_agree(both, version):
+    py, c = both
+    for transactional_id in (None, "tx"):
+        assert _joined(py.encode_produce_body(version, -1, 30000, transactional_id, BATCHES)) \
+            == _joined(c.encode_produce_body(version, -1, 30000, transactional_id, BATCHES))
 
 
 def test_request_without_batches_and_with_a_null_one(k):
     for version in (3, 9):
         for batches in ([], [("t", 0, None)]):
-            assert b"".join(k.encode_produce_body(version, 1, 5, None, batches)) == \
-                produce.encode_request(version, 1, 5, produce.group_batches(batches))
+            assert _joined(k.encode_produce_body(version, 1, 5, None, batches)) == \
+                _schema_encoding(version, 1, 5, None, batches)
+    # v3, no transactional id, acks 1, timeout 10 ms, topic "t" with partition 0's batch null
+    assert _joined(k.encode_produce_body(3, 1, 10, None, [("t", 0, None)])) == \
+        b"\xff\xff\x00\x01\x00\x00\x00\x0a\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01" \
+        b"\x00\x00\x00\x00\xff\xff\xff\xff"
 
 
-@pytest.mark.parametrize("bad", [{"version": 2}, {"version": 12}, {"acks": 2}])
+@pytest.mark.parametrize("bad", [{"version": 2}, {"version": 12}, {"acks": 2}, {"acks": -2}])
 def test_request_arguments_are_checked(k, bad):
     args = dict(version=9, acks=1)
     args.update(bad)

@@ -15,6 +15,7 @@ import tracemalloc
 
 import pytest
 
+import kcore
 from pyprod import config as pconfig
 from pyprod import errors
 from pyprod.connection import DISCONNECTED, MAX_DELAY_MS, READY, ExponentialBackoff
@@ -204,17 +205,17 @@ class TestKafka:
             node = md.cluster.leader_for_partition((name, 0))
             wait_ready(nc, node)
             v = nc.api_version(node, produce.API_KEY)
-            body = produce.encode_request(v, acks=1, timeout_ms=5000,
-                                          topic_data=[(name, [(0, record_batch())])])
+            body = b"".join(kcore.encode_produce_body(v, 1, 5000, None,
+                                                      [(name, 0, record_batch())]))
             mv = memoryview(body)
             parts = [mv[:7], bytearray(mv[7:20]), mv[20:]]  # sent with sendmsg, not joined
             resp = request(nc, node, produce.API_KEY, v, parts)
             assert resp.error is None and resp.node_id == node
             assert (resp.api_key, resp.api_version) == (produce.API_KEY, v)
             assert resp.latency_ms >= 0
-            decoded = produce.decode_response(v, resp.body)
-            (t, ((p),)), = [(r.name, tuple(r.partition_responses)) for r in decoded.responses]
-            assert t == name and p.error_code == 0 and p.base_offset == 0
+            results, _ = kcore.decode_produce_response(v, resp.body)
+            (t, partition, error_code, base_offset, *_), = results
+            assert (t, partition, error_code, base_offset) == (name, 0, 0, 0)
             assert nc.in_flight_request_count() == 0
 
     def test_produce_acks0_completes_on_send(self, kafka, topic):
@@ -225,8 +226,8 @@ class TestKafka:
             node = md.cluster.leader_for_partition((name, 0))
             wait_ready(nc, node)
             v = nc.api_version(node, produce.API_KEY)
-            body = produce.encode_request(v, acks=0, timeout_ms=5000,
-                                          topic_data=[(name, [(0, record_batch(b"k0", b"v0"))])])
+            body = kcore.encode_produce_body(v, 0, 5000, None,
+                                             [(name, 0, record_batch(b"k0", b"v0"))])
             got = []
             nc.send(node, produce.API_KEY, v, body, expects_response=False, callback=got.append)
             poll_until(nc, lambda: got, "acks=0 completion")
