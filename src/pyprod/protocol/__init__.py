@@ -1,7 +1,8 @@
 """Kafka wire protocol: request/response framing for the APIs the producer uses.
 
 Each message module has API (a wire.Api), API_KEY, MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM,
-encode_request(version, ...) -> body bytes and decode_response(version, data) -> namedtuple.
+encode_request(version, ...) -> body bytes and decode_response(version, data) -> namedtuple;
+produce has no encode_request: kcore's produce_codec writes ProduceRequest bodies.
 header.py frames requests and reads response headers; wire.py holds Reader/Writer and the
 declarative Struct codec the modules share.
 """
