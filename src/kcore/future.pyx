@@ -2,8 +2,13 @@
 """Compiled twin of kcore/pure/future.py: one ProduceRequestResult per batch, completed once;
 each record's FutureRecordMetadata is a view on it. The GIL orders completion against
 registration here (nothing that can switch threads runs between a check and its update), so no
-lock is needed."""
+lock is needed.
+
+Callbacks are kept flat in the result's ``_thunks``: ``[future, callback, errback, ...]``, one
+entry of three per registration (an add_errback right after an add_callback on the same record
+fills that entry's free slot). done() walks them in C, in registration order."""
 cimport cython
+from cpython.object cimport PyObject, PyTypeObject, newfunc
 from libc.stdint cimport int64_t
 
 import threading
@@ -14,6 +19,11 @@ include "shared/future.py"  # the result types, Future and BatchFuture, compiled
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
            "Future", "BatchFuture", "BatchMetadata"]
+
+# RecordMetadata(...) runs the namedtuple's Python __new__; its body is tuple.__new__(cls, t),
+# which _metadata calls in C (tuple's tp_new takes the args of tuple(t)).
+cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
+cdef type _RecordMetadata = RecordMetadata
 
 
 cdef class ProduceRequestResult:
@@ -36,8 +46,7 @@ cdef class ProduceRequestResult:
         if self._event is not None:
             self._event.set()
         if thunks:
-            for future, callback, errback in thunks:
-                _notify(future, callback, errback)
+            _run_thunks(self, thunks)
 
     def wait(self, timeout=None):
         if self.is_done:
@@ -50,21 +59,85 @@ cdef class ProduceRequestResult:
             return True
         return event.wait(timeout)
 
-    def add_thunk(self, future, callback, errback):
+    def add_thunk(self, FutureRecordMetadata future not None, callback, errback):
         """Register a call for when the batch completes; False if it already has."""
-        # Allocations may run the GC, whose finalizers may let the Sender thread complete the
-        # batch: allocate first, then check and register with no allocation in between.
-        cdef tuple entry = (future, callback, errback)
-        cdef list fresh = None
-        if self._thunks is None:
-            fresh = [entry]
-        if self.is_done:
-            return False
-        if self._thunks is None:
-            self._thunks = fresh if fresh is not None else [entry]
+        return _register(self, future, callback, errback)
+
+
+cdef bint _register(ProduceRequestResult r, future, callback, errback) except -1:
+    """Append (future, callback, errback) to r's thunks; False if r is done already."""
+    # Allocations may run the GC, whose finalizers may let the Sender thread complete the
+    # batch: allocate first, then check and register with no allocation in between (list
+    # appends and item stores do not run the GC).
+    cdef list fresh = [] if r._thunks is None else None
+    cdef list thunks
+    cdef Py_ssize_t n
+    if r.is_done:
+        return False
+    if r._thunks is None:
+        r._thunks = fresh
+    thunks = r._thunks
+    n = len(thunks)
+    if n and thunks[n - 3] is future:  # the same record again: fill a free slot
+        if callback is None and thunks[n - 1] is None:
+            thunks[n - 1] = errback
+            return True
+        if errback is None and thunks[n - 2] is None:
+            thunks[n - 2] = callback
+            return True
+    thunks.append(future)
+    thunks.append(callback)
+    thunks.append(errback)
+    return True
+
+
+cdef _run_thunks(ProduceRequestResult r, list thunks):
+    """Each registered record's callback (on success) or errback, in registration order."""
+    cdef Py_ssize_t i
+    cdef FutureRecordMetadata f
+    error, record_errors = r.error, r.record_errors or None
+    for i in range(0, len(thunks), 3):
+        f = <FutureRecordMetadata>thunks[i]
+        exc = error if error is not None or record_errors is None else record_errors.get(f._index)
+        if exc is None:
+            call, arg = thunks[i + 1], None
+            if call is not None:
+                arg = _metadata(f)
         else:
-            self._thunks.append(entry)  # a list append does not run the GC
-        return True
+            call, arg = thunks[i + 2], exc
+        if call is not None:
+            try:
+                call(arg)
+            except Exception:
+                log.exception("Error in producer callback %r", call)
+
+
+cdef _exception(FutureRecordMetadata f):
+    cdef ProduceRequestResult r = f._result
+    if not r.is_done:
+        return None
+    if r.error is not None:
+        return r.error
+    if r.record_errors:
+        return r.record_errors.get(f._index)
+    return None
+
+
+cdef _metadata(FutureRecordMetadata f):
+    """The RecordMetadata of a record of a done batch that succeeded (made once)."""
+    cdef ProduceRequestResult r = f._result
+    cdef int64_t index = f._index
+    if f._value is None:
+        if r.pieces is not None:
+            r, index = _piece_of(r, index)
+        ts = r.log_append_time if r.log_append_time != -1 else f._timestamp
+        offset = r.base_offset + index if r.base_offset != -1 else -1
+        tp = r.topic_partition  # a TopicPartition: index it as a tuple (its __getitem__ is slow)
+        t = tp if isinstance(tp, tuple) else tuple(tp)
+        args = (((<tuple>t)[0], (<tuple>t)[1], tp, offset, ts, None, f._key_size,
+                 f._value_size, f._header_size),)
+        f._value = _tuple_new(_RecordMetadata, <PyObject*>args, NULL)
+    return f._value
 
 
 @cython.freelist(256)
@@ -82,34 +155,19 @@ cdef class FutureRecordMetadata:
 
     @property
     def exception(self):
-        cdef ProduceRequestResult r = self._result
-        if not r.is_done:
-            return None
-        if r.error is not None:
-            return r.error
-        if r.record_errors:
-            return r.record_errors.get(self._index)
-        return None
+        return _exception(self)
 
     @property
     def value(self):
-        cdef ProduceRequestResult r = self._result
-        cdef int64_t index = self._index
-        if self._value is None and r.is_done and self.exception is None:
-            if r.pieces is not None:
-                r, index = _piece_of(r, index)
-            ts = r.log_append_time if r.log_append_time != -1 else self._timestamp
-            offset = r.base_offset + index if r.base_offset != -1 else -1
-            tp = r.topic_partition
-            self._value = RecordMetadata(tp[0], tp[1], tp, offset, ts, None, self._key_size,
-                                         self._value_size, self._header_size)
-        return self._value
+        if self._result.is_done and _exception(self) is None:
+            return _metadata(self)
+        return None
 
     def succeeded(self):
-        return self._result.is_done and self.exception is None
+        return self._result.is_done and _exception(self) is None
 
     def failed(self):
-        return self._result.is_done and self.exception is not None
+        return self._result.is_done and _exception(self) is not None
 
     def retriable(self):
         return self.failed() and getattr(self.exception, "retriable", False)
@@ -117,25 +175,29 @@ cdef class FutureRecordMetadata:
     def get(self, timeout=None):
         if not self._result.is_done and not self._result.wait(timeout):
             raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
-        exc = self.exception
+        exc = _exception(self)
         if exc is not None:
             raise exc
-        return self.value
+        return _metadata(self)
 
-    def _add(self, callback, errback):
-        if not self._result.add_thunk(self, callback, errback):
-            _notify(self, callback, errback)
-        return self
-
+    # kafka-python's trio (kcore/shared/future.py's _Callbacks for the pure twin), with no
+    # Python-level call on the way to the batch's thunks
     def add_callback(self, f, *args, **kwargs):
-        return self._add(_partial(f, args, kwargs), None)
+        return _add(self, _partial(f, args, kwargs) if args or kwargs else f, None)
 
     def add_errback(self, f, *args, **kwargs):
-        return self._add(None, _partial(f, args, kwargs))
+        return _add(self, None, _partial(f, args, kwargs) if args or kwargs else f)
 
     def add_both(self, f, *args, **kwargs):
-        f = _partial(f, args, kwargs)
-        return self._add(f, f)
+        f = _partial(f, args, kwargs) if args or kwargs else f
+        return _add(self, f, f)
+
+
+cdef _add(FutureRecordMetadata future, callback, errback):
+    """Register for when the batch completes, or call now if it has."""
+    if not _register(future._result, future, callback, errback):
+        _notify(future, callback, errback)
+    return future
 
 
 cdef FutureRecordMetadata new_future(ProduceRequestResult result, int64_t index,

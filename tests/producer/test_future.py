@@ -65,6 +65,72 @@ def test_per_record_errors():
     assert futures[0].succeeded() and futures[1].failed()
 
 
+def _record_calls(futures, seen):
+    """Interleaved registrations on every record: c/e tagged with the record and their rank."""
+    for i, f in enumerate(futures):
+        f.add_errback(lambda e, i=i: seen.append(("e1", i)))
+        f.add_callback(lambda m, i=i: seen.append(("c1", i, m.offset)))
+    for i, f in enumerate(futures):
+        f.add_callback(lambda m, i=i: seen.append(("c2", i)))
+        f.add_both(lambda x, i=i: seen.append(("b", i)))
+        f.add_errback(lambda tag, e, i=i: seen.append((tag, i)), "e2")
+
+
+def test_callbacks_run_per_record_in_registration_order():
+    result, futures = _futures(3)
+    seen = []
+    _record_calls(futures, seen)
+    result.done(base_offset=10, record_errors={1: MessageSizeTooLargeError("x")})
+    assert seen == [("c1", 0, 10), ("e1", 1), ("c1", 2, 12),
+                    ("c2", 0), ("b", 0), ("b", 1), ("e2", 1), ("c2", 2), ("b", 2)]
+    result, futures = _futures(2)
+    seen.clear()
+    _record_calls(futures, seen)
+    result.done(error=MessageSizeTooLargeError("all"))
+    assert seen == [("e1", 0), ("e1", 1), ("b", 0), ("e2", 0), ("b", 1), ("e2", 1)]
+
+
+def test_callback_gets_the_records_metadata_and_keyword_arguments():
+    result, futures = _futures(2)
+    seen = []
+    for f in futures:
+        f.add_callback(lambda m, tag=None: seen.append((tag, m)), tag="kw")
+    result.done(base_offset=3)
+    assert [m.offset for _, m in seen] == [3, 4] and {t for t, _ in seen} == {"kw"}
+    assert seen[0][1] is futures[0].get() and type(seen[0][1]) is IMPL.RecordMetadata
+    assert seen[1][1] == IMPL.RecordMetadata("t", 3, ("t", 3), 4, 1001, None, 1, 2, -1)
+
+
+def test_a_failing_callback_is_logged_and_the_others_still_run(caplog):
+    result, futures = _futures(2)
+    seen = []
+
+    def boom(m):
+        raise RuntimeError("user bug")
+    futures[0].add_callback(boom).add_callback(seen.append).add_errback(seen.append)
+    futures[1].add_callback(seen.append)
+    with caplog.at_level("ERROR", logger="pyprod.future"):
+        result.done(base_offset=0)
+    assert [m.offset for m in seen] == [0, 1]
+    logged = [r for r in caplog.records if r.getMessage().startswith("Error in producer callback")]
+    assert len(logged) == 1 and "user bug" in str(logged[0].exc_info[1])
+    futures[1].add_callback(boom)  # late: runs now, in the caller, and is logged too
+    assert len([r for r in caplog.records if r.exc_info]) == 2
+
+
+def test_callbacks_of_a_split_batch_get_each_pieces_offsets():
+    result, futures = _futures(4)
+    seen = []
+    for f in futures:
+        f.add_callback(lambda m: seen.append(m.offset))
+    first, second = (IMPL.ProduceRequestResult(IMPL.TopicPartition("t", 3)) for _ in range(2))
+    result.pieces = [(0, 2, first), (2, 2, second)]
+    first.done(base_offset=50)
+    second.done(base_offset=80)
+    result.done(base_offset=50)
+    assert seen == [50, 51, 80, 81]
+
+
 def test_get_wakes_when_another_thread_completes():
     result, futures = _futures(1)
     t = threading.Timer(0.05, result.done, kwargs={"base_offset": 1})
