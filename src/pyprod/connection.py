@@ -113,21 +113,23 @@ class ExponentialBackoff:
         return min(int(term), self.maximum)
 
 
-def _set_socket_options(sock, config):
-    for opt in config.get("socket_options") or ():
-        sock.setsockopt(*opt)
-    if config.get("send_buffer_bytes"):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config["send_buffer_bytes"])
-    if config.get("receive_buffer_bytes"):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config["receive_buffer_bytes"])
+def socket_options(socket_options=(), send_buffer_bytes=None, receive_buffer_bytes=None):
+    """kafka-python's socket settings as one list of setsockopt() arguments."""
+    options = list(socket_options or ())
+    if send_buffer_bytes:
+        options.append((socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes))
+    if receive_buffer_bytes:
+        options.append((socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes))
+    return options
 
 
 class BrokerConnection:
-    def __init__(self, node_id, host, port, config, backoff=None, ssl_context=None):
+    def __init__(self, node_id, host, port, *, backoff=None, ssl_context=None,
+                 socket_options=(), receive_message_max_bytes=100_000_000):
         self.node_id = node_id
         self.host = host
         self.port = port
-        self.config = config
+        self._socket_options = socket_options
         self.state = DISCONNECTED
         self.sock = None
         self.in_flight = collections.deque()  # InFlightRequest, oldest first
@@ -142,9 +144,8 @@ class BrokerConnection:
         self.failed_attempts = 0
         self.last_attempt_ms = _NEVER
         self.reconnect_backoff_ms = 0
-        self._backoff = backoff or ExponentialBackoff(
-            config.get("reconnect_backoff_ms", 50), config.get("reconnect_backoff_max_ms", 30000))
-        self._max_frame = int(config.get("receive_message_max_bytes", 100_000_000))
+        self._backoff = backoff or ExponentialBackoff(50, 30000)  # kafka-python's defaults
+        self._max_frame = int(receive_message_max_bytes)
         self._addrs = []
         self._ssl_context = ssl_context
         self._tls = False                    # the socket is an SSLSocket
@@ -217,7 +218,8 @@ class BrokerConnection:
         self.sock = sock
         try:
             sock.setblocking(False)
-            _set_socket_options(sock, self.config)
+            for option in self._socket_options:
+                sock.setsockopt(*option)
             rc = sock.connect_ex(addr)
         except OSError as e:
             raise errors.KafkaConnectionError(

@@ -20,12 +20,12 @@ def now_ms():
 
 
 class Metadata:
-    def __init__(self, config):
-        self.refresh_backoff_ms = int(config.get("retry_backoff_ms", 100))
-        self.max_age_ms = int(config.get("metadata_max_age_ms", 300000))
-        self.max_idle_ms = int(config.get("metadata_max_idle_ms", 300000))
+    def __init__(self, bootstrap, *, retry_backoff_ms, metadata_max_age_ms, metadata_max_idle_ms):
+        self.refresh_backoff_ms = int(retry_backoff_ms)
+        self.max_age_ms = int(metadata_max_age_ms)
+        self.max_idle_ms = int(metadata_max_idle_ms)
         self._cond = threading.Condition(threading.Lock())
-        self.cluster = Cluster.bootstrap(config.get("bootstrap", ()))
+        self.cluster = Cluster.bootstrap(bootstrap)
         self.version = 0
         self._topics = {}          # topic -> expiry (now_ms + max_idle_ms at last add_topic)
         self._new_topics = set()   # added and not yet seen in a response

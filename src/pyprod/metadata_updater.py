@@ -21,12 +21,12 @@ __all__ = ["MetadataUpdater", "cluster_from_response"]
 
 
 class MetadataUpdater:
-    def __init__(self, client, metadata, internal_tag):
+    def __init__(self, client, metadata, internal_tag, allow_auto_create_topics):
         self.client = client
         self.metadata = metadata
         self._tag = internal_tag   # InFlightRequest.internal of the client's metadata requests
         self._fetch = None         # (node_id, request_version) while a request is in flight
-        self._auto_create = bool(client.config.get("allow_auto_create_topics", True))
+        self._auto_create = bool(allow_auto_create_topics)
 
     @property
     def in_flight(self):

@@ -24,13 +24,11 @@ from pyprod import errors, node_api_versions
 from pyprod.client_response import ClientResponse
 from pyprod.connection import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,
                                HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP, BrokerConnection,
-                               InFlightRequest, decoded)
+                               ExponentialBackoff, InFlightRequest, decoded)
 from pyprod.metadata import now_ms
 from pyprod.metadata_updater import MetadataUpdater
 from pyprod.protocol import BY_KEY, api_versions, header
 from pyprod.protocol.wire import Reader, Writer
-from pyprod.sasl_authenticator import SaslClientAuthenticator
-from pyprod.ssl_factory import create_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +70,23 @@ def _buffers(body):
 
 
 class NetworkClient:
-    def __init__(self, config, metadata):
-        self.config = config
+    def __init__(self, metadata, *, client_id, request_timeout_ms,
+                 max_in_flight_requests_per_connection, connections_max_idle_ms,
+                 reconnect_backoff_ms, reconnect_backoff_max_ms, receive_message_max_bytes,
+                 socket_options=(), ssl_context=None, sasl_authenticator=None,
+                 allow_auto_create_topics=True):
+        """``sasl_authenticator(host, node_id)`` makes a connection's SaslClientAuthenticator
+        (None: no SASL); ``ssl_context`` wraps every socket (None: plaintext)."""
         self.metadata = metadata
-        self._client_id = config.get("client_id")
-        self._request_timeout_ms = int(config.get("request_timeout_ms", 30000))
-        self._max_in_flight = int(config.get("max_in_flight_requests_per_connection", 5))
-        self._idle_ms = int(config.get("connections_max_idle_ms", 540000))
-        self.reconnect_backoff_ms = int(config.get("reconnect_backoff_ms", 50))
-        self._ssl_context = create_ssl_context(config) if "security_protocol" in config else None
-        self._sasl = str(config.get("security_protocol", "")).startswith("SASL_")
+        self._client_id = client_id
+        self._request_timeout_ms = int(request_timeout_ms)
+        self._max_in_flight = int(max_in_flight_requests_per_connection)
+        self._idle_ms = int(connections_max_idle_ms)
+        self.reconnect_backoff_ms = int(reconnect_backoff_ms)
+        self._backoff = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
+        self._connection_options = dict(socket_options=socket_options, ssl_context=ssl_context,
+                                        receive_message_max_bytes=receive_message_max_bytes)
+        self._sasl = sasl_authenticator
         self._sel = Selector()
         self._wake_pending = False
         self._wake_r, self._wake_w = socket.socketpair()
@@ -92,7 +97,8 @@ class NetworkClient:
         self._conns = {}           # node_id -> BrokerConnection (kept across reconnects)
         self._correlation = 0
         self._heads = {}  # (api key, version) -> request header around the correlation id
-        self._updater = MetadataUpdater(self, metadata, _INTERNAL_METADATA)
+        self._updater = MetadataUpdater(self, metadata, _INTERNAL_METADATA,
+                                        allow_auto_create_topics)
         self._completed = []       # ClientResponses whose callbacks run at the end of poll()
         self._next_idle_check = 0
         self._closed = False
@@ -107,7 +113,8 @@ class NetworkClient:
             if broker is None:
                 return None
             conn = self._conns[node_id] = BrokerConnection(
-                node_id, broker.host, broker.port, self.config, ssl_context=self._ssl_context)
+                node_id, broker.host, broker.port, backoff=self._backoff,
+                **self._connection_options)
         elif broker is not None and conn.state == DISCONNECTED and \
                 (conn.host, conn.port) != (broker.host, broker.port):
             conn.host, conn.port, conn._addrs = broker.host, broker.port, []
@@ -267,7 +274,7 @@ class NetworkClient:
     def _start_authentication(self, conn, now):
         conn.state = AUTHENTICATING
         conn.connect_deadline_ms = now + self._request_timeout_ms
-        conn.authenticator = SaslClientAuthenticator(self.config, conn.host, conn.node_id)
+        conn.authenticator = self._sasl(conn.host, conn.node_id)
         try:
             request = conn.authenticator.start(conn.api_versions)
         except errors.KafkaError as e:
@@ -324,7 +331,7 @@ class NetworkClient:
         if retry is not None:
             self._send_api_versions(conn, retry, now)
             return
-        if self._sasl:
+        if self._sasl is not None:
             conn.api_versions = ranges
             self._start_authentication(conn, now)
             return

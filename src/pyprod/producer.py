@@ -6,6 +6,7 @@ thread does the rest.
 """
 import atexit
 import collections
+import functools
 import logging
 import threading
 import time
@@ -14,10 +15,13 @@ import weakref
 import kcore
 from pyprod import config as configuration
 from pyprod import errors
+from pyprod.connection import socket_options
 from pyprod.metadata import Metadata
 from pyprod.network_client import NetworkClient
 from pyprod.partitioner import custom_partition
+from pyprod.sasl_authenticator import SaslClientAuthenticator
 from pyprod.sender import Sender, now_ms
+from pyprod.ssl_factory import create_ssl_context
 from pyprod.transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,41 @@ def _batch_record_failed(future, index, exc):
     future._record_done(index, -1, exc)
 
 
+# -- the one place the config is read: each part gets named settings --------------------------
+def metadata_for(config):
+    return Metadata(config["bootstrap"], retry_backoff_ms=config["retry_backoff_ms"],
+                    metadata_max_age_ms=config["metadata_max_age_ms"],
+                    metadata_max_idle_ms=config["metadata_max_idle_ms"])
+
+
+def network_client_for(config, metadata):
+    sasl = config["security_protocol"].startswith("SASL_")
+    return NetworkClient(
+        metadata, client_id=config["client_id"], request_timeout_ms=config["request_timeout_ms"],
+        max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
+        connections_max_idle_ms=config["connections_max_idle_ms"],
+        reconnect_backoff_ms=config["reconnect_backoff_ms"],
+        reconnect_backoff_max_ms=config["reconnect_backoff_max_ms"],
+        receive_message_max_bytes=config["receive_message_max_bytes"],
+        socket_options=socket_options(config["socket_options"], config["send_buffer_bytes"],
+                                      config["receive_buffer_bytes"]),
+        ssl_context=create_ssl_context(config),
+        sasl_authenticator=functools.partial(SaslClientAuthenticator, config) if sasl else None,
+        allow_auto_create_topics=config["allow_auto_create_topics"])
+
+
+def sender_for(config, client, metadata, accumulator, transaction_manager, metrics):
+    return Sender(
+        client, metadata, accumulator, client_id=config["client_id"], acks=config["acks"],
+        retries=config["retries"], request_timeout_ms=config["request_timeout_ms"],
+        max_request_size=config["max_request_size"],
+        retry_backoff_ms=config["retry_backoff_ms"],
+        delivery_timeout_ms=config["delivery_timeout_ms"],
+        transaction_timeout_ms=config["transaction_timeout_ms"],
+        max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
+        transaction_manager=transaction_manager, metrics=metrics)
+
+
 class KafkaProducer:
     """A drop-in for kafka.KafkaProducer. See kafka-python's documentation for the configs."""
 
@@ -69,16 +108,16 @@ class KafkaProducer:
         self._closed = True  # until fully built, so close()/__del__ are safe on a failed init
         self.config = configuration.build(**configs)
         self._fork_generation = kcore.fork_generation()
-        self._metadata = Metadata(self.config)
-        self._client = NetworkClient(self.config, self._metadata)
+        self._metadata = metadata_for(self.config)
+        self._client = network_client_for(self.config, self._metadata)
         idempotent = self.config["enable_idempotence"]
         self._tm = TransactionManager(self.config["max_in_flight_requests_per_connection"]) \
             if idempotent else None
         self._accumulator = kcore.RecordAccumulator(self.config, self._metadata, self._tm)
         self._max_block_ms = self.config["max_block_ms"]
         self._metrics = collections.Counter()
-        self._sender = Sender(self._client, self._metadata, self._accumulator, self.config,
-                              self._tm, self._metrics)
+        self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
+                                  self._tm, self._metrics)
         user = self.config["partitioner"]
         on_new_batch = getattr(user, "on_new_batch", None)
         self._send_path = kcore.SendPath(

@@ -1,6 +1,7 @@
-"""Sender: the I/O thread (seed 000). Each loop: expire what is due, metadata as needed, ready(),
-drain(), send ProduceRequests (pipelined up to max_in_flight per connection), complete or retry
-batches, then poll for at most min(linger or backoff left, node delay, next expiry).
+"""Sender: the producer's I/O thread (Java's producer.internals.Sender). Each loop: expire
+what is due, metadata as needed, ready(), drain(), send ProduceRequests (pipelined up to
+max_in_flight per connection), complete or retry batches, then poll for at most
+min(linger or backoff left, node delay, next expiry).
 
 Deadlines sit in a kcore.TimingWheel, one entry per batch in flight (its delivery deadline,
 cancelled when the response comes) plus one entry for the next look at the accumulator's queues
@@ -31,24 +32,26 @@ def now_ms():
 
 
 class Sender(threading.Thread):
-    def __init__(self, client, metadata, accumulator, config, transaction_manager=None,
-                 metrics=None):
-        super().__init__(name="pyprod-sender-" + config["client_id"], daemon=True)
+    def __init__(self, client, metadata, accumulator, *, client_id, acks, retries,
+                 request_timeout_ms, max_request_size, retry_backoff_ms, delivery_timeout_ms,
+                 transaction_timeout_ms, max_in_flight_requests_per_connection,
+                 transaction_manager=None, metrics=None):
+        super().__init__(name="pyprod-sender-" + client_id, daemon=True)
         self.client = client
         self.metadata = metadata
         self.accumulator = accumulator
         self.tm = transaction_manager
         self.metrics = metrics if metrics is not None else collections.Counter()
-        self.acks = config["acks"]
-        self.retries = config["retries"]
-        self.request_timeout_ms = config["request_timeout_ms"]
-        self.max_request_size = config["max_request_size"]
-        self.retry_backoff_ms = config["retry_backoff_ms"]
-        self.delivery_timeout_ms = config["delivery_timeout_ms"]
-        self.transaction_timeout_ms = config["transaction_timeout_ms"]
+        self.acks = acks
+        self.retries = retries
+        self.request_timeout_ms = request_timeout_ms
+        self.max_request_size = max_request_size
+        self.retry_backoff_ms = retry_backoff_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.transaction_timeout_ms = transaction_timeout_ms
         # Without idempotence, max_in_flight=1 keeps order by muting a partition while it sends.
         self.guarantee_order = transaction_manager is None and \
-            config["max_in_flight_requests_per_connection"] == 1
+            max_in_flight_requests_per_connection == 1
         self._running = True
         self._force_close = False
         self._init_pid_in_flight = False

@@ -14,8 +14,7 @@ import pytest
 
 from pyprod import KafkaProducer, errors
 from pyprod import config as pconfig
-from pyprod.metadata import Metadata
-from pyprod.network_client import NetworkClient
+from pyprod.producer import metadata_for, network_client_for
 from pyprod.protocol import api_versions, init_producer_id, produce
 from pyprod.protocol import metadata as metadata_api
 from pyprod.testing import hostile_broker as hb
@@ -116,8 +115,8 @@ def first_connection_error(bootstrap_servers, node=-1):
     that error. A long reconnect backoff keeps it from being replaced."""
     cfg = pconfig.build(bootstrap_servers=bootstrap_servers, request_timeout_ms=REQUEST_MS,
                         reconnect_backoff_ms=10_000)
-    md = Metadata(cfg)
-    nc = NetworkClient(cfg, md)
+    md = metadata_for(cfg)
+    nc = network_client_for(cfg, md)
     try:
         md.add_topic(TOPIC)
         deadline = time.monotonic() + BOUND

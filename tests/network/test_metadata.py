@@ -12,7 +12,7 @@ from pyprod.metadata import Metadata, now_ms
 
 def cfg(**kw):
     c = {"bootstrap": [("127.0.0.1", 9092), ("127.0.0.1", 9093)], "retry_backoff_ms": 100,
-         "metadata_max_age_ms": 5000}
+         "metadata_max_age_ms": 5000, "metadata_max_idle_ms": 300000}
     c.update(kw)
     return c
 
@@ -73,13 +73,13 @@ class TestCluster:
 
 class TestMetadata:
     def test_initial_state_needs_update(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         assert m.cluster.is_bootstrap and m.version == 0
         assert m.update_requested()
         assert m.time_to_next_update(now_ms()) == 0
 
     def test_update_bumps_version_and_sets_expiry(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         now = 1_000_000
         m.update(make_cluster({0: 1}), now)
         assert m.version == 1 and not m.update_requested()
@@ -88,7 +88,7 @@ class TestMetadata:
         assert m.time_to_next_update(now + 6000) == 0
 
     def test_request_update_respects_backoff(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         now = 1_000_000
         m.update(make_cluster({0: 1}), now)
         assert m.request_update() == 1
@@ -97,7 +97,7 @@ class TestMetadata:
         assert m.time_to_next_update(now + 100) == 0
 
     def test_failed_update_backs_off(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         now = 1_000_000
         m.failed_update(now)
         assert m.update_requested()
@@ -105,7 +105,7 @@ class TestMetadata:
         assert m.version == 0
 
     def test_new_topic_skips_backoff(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         now = 1_000_000
         m.update(make_cluster({0: 1}), now)
         assert m.add_topic("t", now) is True
@@ -114,7 +114,7 @@ class TestMetadata:
         assert m.topics() == ["t"]
 
     def test_request_made_before_request_update_keeps_update_requested(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         now = 1_000_000
         m.add_topic("t", now)
         topics, req_version = m.metadata_request(now)
@@ -127,7 +127,7 @@ class TestMetadata:
         assert not m.update_requested()
 
     def test_new_topic_added_during_request_stays_pending(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         now = 1_000_000
         topics, rv = m.metadata_request(now)
         m.add_topic("t", now)
@@ -135,7 +135,7 @@ class TestMetadata:
         assert m.update_requested()
 
     def test_topic_idle_expiry(self):
-        m = Metadata(cfg(metadata_max_idle_ms=1000))
+        m = Metadata(**cfg(metadata_max_idle_ms=1000))
         now = 1_000_000
         m.add_topic("a", now)
         m.add_topic("b", now)
@@ -146,12 +146,12 @@ class TestMetadata:
         assert topics == ["b"]
 
     def test_unseen_new_topic_not_expired(self):
-        m = Metadata(cfg(metadata_max_idle_ms=10))
+        m = Metadata(**cfg(metadata_max_idle_ms=10))
         m.add_topic("a", 0)
         assert m.metadata_request(1000)[0] == ["a"]
 
     def test_topic_errors_and_retry(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         now = 1_000_000
         c = make_cluster({0: 1}, topic_errors={"gone": errors.UnknownTopicOrPartitionError},
                          unauthorized_topics={"secret"})
@@ -162,19 +162,19 @@ class TestMetadata:
         assert m.time_to_next_update(now) == 100
 
     def test_no_leader_keeps_refreshing(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         m.update(make_cluster({0: -1}), 1_000_000)
         assert m.update_requested()
 
     def test_authorization_error_alone_does_not_loop(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         c = make_cluster({0: 1}, topic_errors={"x": errors.TopicAuthorizationFailedError},
                          unauthorized_topics={"x"})
         m.update(c, 1_000_000)
         assert not m.update_requested()
 
     def test_stale_leader_epoch_ignored(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         m.update(make_cluster({0: 1, 1: 1}, epochs={0: 5, 1: 5}), 1_000_000)
         m.update(make_cluster({0: 2, 1: 3}, epochs={0: 4, 1: 6}), 1_000_100)
         assert m.cluster.leader_for_partition(("t", 0)) == 1  # epoch 4 < 5: kept the cached one
@@ -182,7 +182,7 @@ class TestMetadata:
         assert m.cluster.cluster_id == "c1"
 
     def test_await_update_wakes_on_update(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         v = m.request_update()
         t = threading.Timer(0.05, lambda: m.update(make_cluster({0: 1}), now_ms()))
         t.start()
@@ -193,24 +193,24 @@ class TestMetadata:
         assert m.version == v + 1
 
     def test_await_update_timeout(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         t0 = time.monotonic()
         assert m.await_update(m.version, 20) is False
         assert time.monotonic() - t0 < 5
         assert m.await_update(-1, 0) is True  # already newer than -1
 
     def test_await_update_after_close(self):
-        m = Metadata(cfg())
+        m = Metadata(**cfg())
         threading.Timer(0.05, m.close).start()
         with pytest.raises(errors.KafkaError):
             m.await_update(0, 5000)
 
     def test_await_update_negative_timeout(self):
         with pytest.raises(ValueError):
-            Metadata(cfg()).await_update(0, -1)
+            Metadata(**cfg()).await_update(0, -1)
 
     def test_bad_topic(self):
         with pytest.raises(TypeError):
-            Metadata(cfg()).add_topic(None)
+            Metadata(**cfg()).add_topic(None)
         with pytest.raises(TypeError):
-            Metadata(cfg()).add_topic("")
+            Metadata(**cfg()).add_topic("")

@@ -19,8 +19,8 @@ import kcore
 from pyprod import config as pconfig
 from pyprod import errors
 from pyprod.connection import DISCONNECTED, MAX_DELAY_MS, READY, ExponentialBackoff
-from pyprod.metadata import Metadata, now_ms
-from pyprod.network_client import NetworkClient
+from pyprod.metadata import now_ms
+from pyprod.producer import metadata_for, network_client_for
 from pyprod.protocol import api_versions, header, produce
 from pyprod.protocol import metadata as metadata_api
 from pyprod.testing.kafka_cluster import free_ports, stop_process
@@ -31,8 +31,8 @@ WAIT = 20.0  # upper bound (s) on any wait; tests normally finish far sooner
 @contextlib.contextmanager
 def make_client(bootstrap, **kw):
     cfg = pconfig.build(bootstrap_servers=bootstrap, **kw)
-    md = Metadata(cfg)
-    nc = NetworkClient(cfg, md)
+    md = metadata_for(cfg)
+    nc = network_client_for(cfg, md)
     try:
         yield nc, md
     finally:
@@ -685,7 +685,7 @@ def paired_connection(**cfg):
     from pyprod.connection import BrokerConnection
     a, b = socket.socketpair()
     a.setblocking(False)
-    conn = BrokerConnection(1, "127.0.0.1", 1, dict(cfg))
+    conn = BrokerConnection(1, "127.0.0.1", 1, **cfg)
     conn.sock = a
     try:
         yield conn, b
@@ -780,7 +780,7 @@ def test_answers_to_requests_that_expected_none_are_skipped():
     not be taken for a correlation mismatch that drops the connection."""
     from pyprod.connection import InFlightRequest
 
-    with paired_connection(**pconfig.build()) as (conn, _):
+    with paired_connection() as (conn, _):
         conn.unanswered.append(7)  # request 7 (acks=0) was written
         conn.in_flight.append(InFlightRequest(8, 0, 9, 1, True, None, 0, 1000))
         assert conn.complete_next(7) is None  # the stray answer is skipped

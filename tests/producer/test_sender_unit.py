@@ -8,7 +8,7 @@ from pyprod import errors
 from pyprod import sender as sender_module
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.protocol import init_producer_id, produce
-from pyprod.sender import Sender
+from pyprod.producer import sender_for
 from pyprod.transaction_manager import TransactionManager
 
 T0 = 1_000_000
@@ -147,7 +147,7 @@ class Rig:
             if idempotent else None
         self.acc = k.RecordAccumulator(self.config, self.metadata, self.tm)
         self.size = k.record_size_upper_bound(None, b"v", None)
-        self.sender = Sender(self.client, self.metadata, self.acc, self.config, self.tm)
+        self.sender = sender_for(self.config, self.client, self.metadata, self.acc, self.tm, None)
         self.calls = []
 
     def send(self, n=1, partition=0):

@@ -141,7 +141,7 @@ def _connection_target():
 
     def run(case, data):
         module, version = case
-        conn = BrokerConnection(1, "127.0.0.1", 9092, {"receive_message_max_bytes": max_frame})
+        conn = BrokerConnection(1, "127.0.0.1", 9092, receive_message_max_bytes=max_frame)
         frames, view, pos = [], memoryview(data), 0
         chunk = _CHUNKS[len(data) % len(_CHUNKS)]
         while pos < len(data):  # what BrokerConnection.read does with each recv
@@ -159,9 +159,10 @@ class _Harness:
     """A NetworkClient with its I/O stubbed out, for _handle_frame."""
 
     def __init__(self):
-        from pyprod.metadata import Metadata
-        from pyprod.network_client import NetworkClient
-        self.client = NetworkClient({}, Metadata({}))
+        from pyprod import config
+        from pyprod.producer import metadata_for, network_client_for
+        settings = config.build(bootstrap_servers="127.0.0.1:9092")
+        self.client = network_client_for(settings, metadata_for(settings))
         self.client._close = self._close    # record instead of closing a socket
         self.client._write = lambda conn, now: None
         self.closed = []
@@ -176,7 +177,7 @@ class _Harness:
                                            CHECKING_API_VERSIONS)
         module, version = case
         client = self.client
-        conn = BrokerConnection(1, "127.0.0.1", 9092, {})
+        conn = BrokerConnection(1, "127.0.0.1", 9092)
         internal = {api_versions: _INTERNAL_API_VERSIONS, metadata: _INTERNAL_METADATA}.get(module)
         conn.state = CHECKING_API_VERSIONS if module is api_versions else READY
         if module is metadata:  # a metadata request in flight
