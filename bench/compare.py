@@ -5,7 +5,8 @@ For each workload (6 partitions; acks=1, linger_ms=5 and each client's default b
 unless the workload says otherwise; one value of random upper-case letters, as Java's tool
 uses) every client runs in its own subprocess, interleaved, >= 3 rounds with the order
 rotated. A throughput run times the first send() until flush() returns; a separate paced run
-offers 50,000 records/s and measures send()->callback latency. Per client and workload:
+offers 50,000 records/s and measures send()->callback latency (not for 100B-callbacks, whose
+throughput run already has a callback on every record). Per client and workload:
 median records/s and MB/s (2**20 bytes of values), CPU s per million records (the child's own
 getrusage over the timed window; Java: the whole JVM from wait4), peak RSS (the child's
 ru_maxrss) and the median p99 latency of the paced runs.
@@ -61,6 +62,7 @@ CLIENT_SHARE = {"kafka-python": 0.1, "aiokafka": 0.2}
 WORKLOADS = {
     "100B": {"value_size": 100},
     "100B-keyed": {"value_size": 100, "keyed": True},
+    "100B-callbacks": {"value_size": 100, "callbacks": True},
     "1KiB": {"value_size": 1024, "share": 0.25},
     "lz4": {"value_size": 100, "compression": "lz4"},
     "zstd": {"value_size": 100, "compression": "zstd"},
@@ -71,6 +73,8 @@ QUICK_WORKLOADS = ("100B", "lz4")
 DESCRIBE = {
     "100B": "100-byte values, keyless",
     "100B-keyed": f"100-byte values, {KEYS:,} distinct keys",
+    "100B-callbacks": "100-byte values, keyless, a callback and an errback on every record "
+                      "(confluent-kafka: on_delivery on every produce(), then poll(0))",
     "1KiB": "1 KiB values, keyless (a quarter of the records)",
     "lz4": "100-byte values, lz4",
     "zstd": "100-byte values, zstd",
@@ -78,6 +82,8 @@ DESCRIBE = {
     "sasl_ssl": "100-byte values, keyless, SASL_SSL with SCRAM-SHA-512 (TLS 1.3)",
 }
 SKIP = {("java", "100B-keyed"): "ProducerPerformance sends no keys",
+        ("java", "100B-callbacks"): "ProducerPerformance gives every record a callback: "
+                                    "its 100B row",
         ("java", "sasl_ssl"): "not wired to the secured listener",
         ("aiokafka", "sasl_ssl"): "not wired to the secured listener"}
 
@@ -87,7 +93,8 @@ def workload_spec(name: str, batch_size=None) -> dict:
     return {"workload": name, "value_size": w["value_size"], "keyed": w.get("keyed", False),
             "compression": w.get("compression"), "acks": w.get("acks", 1),
             "idempotent": w.get("idempotent", False), "linger_ms": LINGER_MS,
-            "batch_size": batch_size, "security": w.get("security")}
+            "batch_size": batch_size, "security": w.get("security"),
+            "callbacks": w.get("callbacks", False)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,6 +142,35 @@ def _threads(fn, counts):
         raise errors[0]
 
 
+class _Delivered:
+    """The callback on every record of 100B-callbacks, in each client's form: counts the
+    acknowledged records, keeps the failures. Callbacks run on one thread (the client's I/O
+    thread, poll()'s caller or the event loop)."""
+
+    def __init__(self):
+        self.ok, self.failed = 0, []
+
+    def callback(self, metadata):  # pyprod, kafka-python (add_errback: failed.append)
+        self.ok += 1
+
+    def on_delivery(self, err, msg):  # confluent-kafka
+        if err is None:
+            self.ok += 1
+        else:
+            self.failed.append(err)
+
+    def done(self, fut):  # aiokafka's asyncio futures
+        if fut.exception() is None:
+            self.ok += 1
+        else:
+            self.failed.append(fut.exception())
+
+    def check(self, n, client):
+        if self.ok != n or self.failed:
+            raise RuntimeError(f"{client}: {self.ok} of {n} callbacks ran, "
+                               f"{len(self.failed)} errbacks: {self.failed[:3]}")
+
+
 def _paced(n, rate, send_one, sleep=time.sleep) -> float:
     """send_one(i) for i in range(n), offered at ``rate`` records/s; returns the seconds
     the sending took (the rate reached is n / that)."""
@@ -178,6 +214,14 @@ def _kafka_python_like(cls, spec, extra=None):
             for k in itertools.islice(itertools.cycle(keys), count):
                 send(topic, value, k)
         _threads(loop, _split(n, spec["threads"]))
+    elif spec.get("callbacks"):
+        delivered = _Delivered()
+        callback, errback = delivered.callback, delivered.failed.append
+
+        def loop(count):
+            for _ in range(count):
+                send(topic, value).add_callback(callback).add_errback(errback)
+        _threads(loop, _split(n, spec["threads"]))
     else:
         def loop(count):
             for _ in range(count):
@@ -186,6 +230,8 @@ def _kafka_python_like(cls, spec, extra=None):
     p.flush()
     t1, c1 = time.perf_counter(), _cpu()
     p.close()
+    if spec.get("callbacks") and not spec["rate"]:
+        delivered.check(n, spec["client"])
     return t1 - t0, c1 - c0, out
 
 
@@ -246,6 +292,15 @@ def _run_confluent(spec):
         out["send_s"] = _paced(n, spec["rate"], lambda i: put(
             keys[i % KEYS] if keys else None, on_delivery=on_delivery), sleep=poll)
         out["latency"] = rec
+    elif spec.get("callbacks"):
+        delivered = _Delivered()
+        on_delivery = delivered.on_delivery
+
+        def loop(count):
+            for _ in range(count):
+                put(None, on_delivery=on_delivery)
+                poll(0)  # serves the delivery reports, as its users' loops do
+        _threads(loop, _split(n, spec["threads"]))
     else:
         def loop(count):
             it = itertools.islice(itertools.cycle(keys), count) if keys else \
@@ -259,6 +314,8 @@ def _run_confluent(spec):
     t1, c1 = time.perf_counter(), _cpu()
     if left:
         raise RuntimeError(f"confluent-kafka: {left} records not delivered after flush")
+    if spec.get("callbacks") and not spec["rate"]:
+        delivered.check(n, spec["client"])
     out.update(buffer_full_retries=full[0], errors=errors[:5])
     return t1 - t0, c1 - c0, out
 
@@ -305,8 +362,11 @@ def _run_aiokafka(spec):
                 # acknowledgement. Futures are awaited a window behind, so the pipeline
                 # never drains while sending.
                 futs, older = [], []
+                delivered = _Delivered()
                 for i in range(n):
                     futs.append(await send(topic, value, keys[i % KEYS] if keys else None))
+                    if spec.get("callbacks"):
+                        futs[-1].add_done_callback(delivered.done)
                     if len(futs) == 10_000:
                         await asyncio.gather(*older)
                         older, futs = futs, []
@@ -314,6 +374,8 @@ def _run_aiokafka(spec):
             await p.flush()
             await asyncio.gather(*futs)  # raises the first failure
             t1, c1 = time.perf_counter(), _cpu()
+            if spec.get("callbacks") and not spec["rate"]:
+                delivered.check(n, spec["client"])
             return t1 - t0, c1 - c0, out
         finally:
             await p.stop()
@@ -854,7 +916,7 @@ def plan(args, clients, workloads) -> tuple:
             base = dict(workload_spec(w, args.batch_size), client=c)
             count = max(1, int(n * CLIENT_SHARE.get(c, 1) * WORKLOADS[w].get("share", 1)))
             specs.append(dict(base, records=count, rate=None))
-            if args.latency:
+            if args.latency and not base["callbacks"]:  # paced runs have callbacks anyway
                 specs.append(dict(base, records=max(1, int(LATENCY_RATE * secs)),
                                   rate=LATENCY_RATE))
     return specs, skipped, n

@@ -148,6 +148,10 @@ def test_plan_counts_shares_and_skips(compare):
     assert paced and all(s["rate"] == 50_000 and s["records"] == 50_000 for s in paced)
     assert all(s["linger_ms"] == 5 and s["acks"] == 1 for s in specs)
     assert compare._rotate([1, 2, 3], 4) == [2, 3, 1]
+    specs, skipped, _ = compare.plan(args, list(compare.CLIENTS), ["100B-callbacks"])
+    assert {s["client"] for s in specs} == {"pyprod", "confluent-kafka", "kafka-python",
+                                            "aiokafka"} and "java / 100B-callbacks" in skipped
+    assert all(s["callbacks"] and not s["rate"] for s in specs)  # no paced runs: same as 100B
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -224,6 +228,14 @@ def test_tiny_real_run(compare, kafka, tmp_path, capsys):
     assert data["runs"][1]["records"] == 5000 and data["runs"][1]["samples"] == 5000
     assert (tmp_path / "compare.png").exists() and (tmp_path / "compare.md").exists()
     assert "| 100B-keyed | pyprod | 3,000 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("client", ["pyprod", "confluent-kafka", "kafka-python", "aiokafka"])
+def test_callbacks_workload_counts_every_callback(compare, kafka, client):
+    """The child of 100B-callbacks gives every record a callback and fails unless each ran."""
+    spec = dict(compare.workload_spec("100B-callbacks"), client=client, records=2000, rate=None)
+    res = compare.run_one(compare.Broker(kafka.bootstrap_servers), spec)
+    assert res["records"] == 2000 and res["wall_s"] > 0 and res["workload"] == "100B-callbacks"
 
 
 def test_broker_cpu_of_a_started_broker(compare, kafka):
