@@ -22,6 +22,7 @@ import kcore
 from _report import write_report  # bench/ is on sys.path for its modules
 from pyprod import config
 from pyprod.cluster import Broker, Cluster, PartitionInfo
+from pyprod.producer import accumulator_settings, send_settings
 
 PARTS = 6
 TS = 1_700_000_000_000
@@ -66,9 +67,10 @@ def _workload(name):
 def _paths(pure=False):
     k = kcore.kernels(pure=pure)
     cfg = config.build(buffer_memory=512 << 20)
-    acc = k.RecordAccumulator(cfg, _Metadata(), seed=1)
-    sp = k.SendPath(acc, cfg, lambda *a: None, lambda: None)
-    return acc, sp, k.BatchSendPath(sp, acc, cfg, lambda *a: None, lambda: None)
+    acc = k.RecordAccumulator(_Metadata(), seed=1, **accumulator_settings(cfg))
+    settings = send_settings(cfg)
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, **settings)
+    return acc, sp, k.BatchSendPath(sp, acc, lambda *a: None, lambda: None, **settings)
 
 
 def _recycle(acc):

@@ -17,7 +17,7 @@ from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
 from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
-from kcore.murmur cimport partition_of
+from kcore.builtin_partitioner cimport BuiltInPartitioner, partition_for_key
 from kcore.producer_batch cimport ProducerBatch, size_upper_bound
 from kcore.record_accumulator cimport RecordAccumulator, TopicInfo, _raise_pool
 from kcore.record_batch_builder cimport (RBB_APPENDED, RBB_FULL, RBB_HEADER_SIZE,
@@ -25,7 +25,8 @@ from kcore.record_batch_builder cimport (RBB_APPENDED, RBB_FULL, RBB_HEADER_SIZE
 from kcore.varint cimport write_varint
 
 from kcore.future import BatchFuture
-from kcore.record_accumulator import _not_in_metadata, _too_large
+from kcore.record_accumulator import _too_large
+from kcore.send_path import _not_in_metadata
 from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
 include "shared/batch_send.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
@@ -374,6 +375,7 @@ cdef class _Call:
     cdef object path, future
     cdef RecordAccumulator acc
     cdef TopicInfo info
+    cdef BuiltInPartitioner partitioner  # the topic's, for null keys
     cdef _Placement placed
     cdef list keep               # whatever the column pointers point into
     cdef BinCursor values, keys
@@ -389,7 +391,7 @@ cdef class _Call:
     cdef Slot* slots
     cdef int nparts
     cdef Py_ssize_t n, i, appended
-    cdef Py_ssize_t limit, batch_size
+    cdef Py_ssize_t limit
     cdef bint rolled             # the sticky partition's batch filled since it was chosen
     cdef int stop_part           # where the walk stopped, and the record's size estimate
     cdef Py_ssize_t stop_size
@@ -633,9 +635,9 @@ cdef class _Call:
             sticky = False
             if part < 0:
                 if kl >= 0:
-                    part = partition_of(kp, kl, self.nparts)
+                    part = partition_for_key(kp, kl, self.nparts)
                 else:
-                    part = self.info.sticky
+                    part = self.partitioner.sticky
                     sticky = True
             slot = &self.slots[part] if part >= 0 else NULL
             if slot == NULL or slot.batch == NULL:
@@ -659,12 +661,10 @@ cdef class _Call:
             parts[i] = part
             i += 1
             self.appended += 1
-            if sticky and part == self.info.sticky:
-                self.info.produced += size
-                if self.info.produced >= self.batch_size and self.rolled:
-                    self.i = i
-                    self.stop_part = part
-                    return WALK_SWITCH
+            if sticky and self.partitioner._add_produced(part, size) and self.rolled:
+                self.i = i
+                self.stop_part = part
+                return WALK_SWITCH
         self.i = i
         return WALK_DONE
 
@@ -684,7 +684,6 @@ cdef class _Call:
 
     cdef int run(self) except -1:
         cdef int st, part
-        cdef TopicInfo info = self.info
         try:
             while True:
                 self.now = kc_wall_ms()
@@ -694,17 +693,14 @@ cdef class _Call:
                     break
                 part = self.stop_part
                 if st == WALK_NO_STICKY:
-                    if info.sticky < 0:
-                        info.sticky = self.acc._next_partition(info)
+                    self.partitioner._sticky_partition()
                 elif st == WALK_NO_BATCH:
                     self._take(part, self.stop_size)
                 elif st == WALK_FULL:
                     self._roll(part)
                     self._take(part, self.stop_size)
-                elif st == WALK_SWITCH:
-                    if info.sticky == part:
-                        info.sticky = self.acc._next_partition(info)
-                        info.produced = 0
+                elif st == WALK_SWITCH:  # the batch it filled rolled: enable the switch
+                    if self.partitioner._switch_from(part):
                         self.rolled = False
                 elif self.stop_rc == -1:
                     raise MemoryError()
@@ -784,7 +780,7 @@ cdef class _Call:
 
     cdef int _roll(self, int part) except -1:
         (<ProducerBatch>self.slots[part].batch).closed = True
-        if part == self.info.sticky:
+        if part == self.partitioner.sticky:
             self.rolled = True
         return self._release(part)
 
@@ -817,16 +813,17 @@ cdef class BatchSendPath:
     cdef public double max_block_ms
     cdef public int64_t max_request_size, buffer_memory
 
-    def __init__(self, send_path, accumulator, config, wait_on_metadata, wakeup):
+    def __init__(self, send_path, accumulator, wait_on_metadata, wakeup, *, key_serializer,
+                 value_serializer, max_block_ms, max_request_size, buffer_memory):
         self.send_path = send_path
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata
         self.wakeup = wakeup
-        self.key_serializer = config["key_serializer"]
-        self.value_serializer = config["value_serializer"]
-        self.max_block_ms = config["max_block_ms"]
-        self.max_request_size = config["max_request_size"]
-        self.buffer_memory = config["buffer_memory"]
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self.max_block_ms = max_block_ms
+        self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
 
     def send(self, topic, values, keys=None, headers=None, partitions=None, timestamps=None):
         """Append every record; the call's BatchFuture."""
@@ -859,11 +856,11 @@ cdef class BatchSendPath:
         if n:
             call.info = self._topic(topic, top)
             call.nparts = call.info.num_partitions
+            call.partitioner = call.info.partitioner
             call.slots = <Slot*>calloc(call.nparts, sizeof(Slot))
             if call.slots == NULL:
                 raise MemoryError()
             call.limit = min(self.max_request_size, self.buffer_memory)
-            call.batch_size = call.acc.batch_size
             future._add_pending(n)  # all of them now; what was not appended off at the end
             call.run()
         future._seal()

@@ -1,7 +1,9 @@
-# RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by batch_send.
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+# RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by send_path and
+# batch_send.
+from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.buffer_pool cimport BufferPool
+from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.producer_batch cimport ProducerBatch
 
 
@@ -9,17 +11,15 @@ cdef class TopicInfo:
     cdef public str topic
     cdef public int64_t version
     cdef public int num_partitions
-    cdef public list available
     cdef public list tps
     cdef public list deques
-    cdef public int sticky
-    cdef public int64_t produced
+    cdef public BuiltInPartitioner partitioner   # the sticky partition for null keys
 
 
 cdef class RecordAccumulator:
     cdef public Py_ssize_t batch_size
     cdef public int64_t linger_ms, retry_backoff_ms, delivery_timeout_ms
-    cdef public object compression
+    cdef public object compression_type
     cdef public BufferPool pool
     cdef public object metadata, tm
     cdef public set muted
@@ -28,11 +28,12 @@ cdef class RecordAccumulator:
     cdef int _flushes
     cdef bint _closed
     cdef Py_ssize_t _drain_index
-    cdef uint64_t _rng
+    cdef object _seeds   # random.Random(seed) for the partitioners' seeds, or None
 
     cdef TopicInfo _topic_info(self, str topic)
-    cdef int _next_partition(self, TopicInfo info)
-    cdef void _update_sticky(self, TopicInfo info, int partition, Py_ssize_t appended_bytes)
+    # After a null-key append: the partitioner switches once the partition's batches are full.
+    cdef int _update_partition_info(self, TopicInfo info, int partition,
+                                    Py_ssize_t appended_bytes) except -1
     # A new batch on mem (need bytes from the pool, now owned by the batch), last in dq.
     cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need)
     cdef tuple _append(self, object dq, object tp, int64_t ts, object key, object value,

@@ -1,43 +1,31 @@
 # cython: binding=False, wraparound=True
 """Compiled twin of kcore/pure/record_accumulator.py (see it for the design).
 
-SendPath.send is the hot path of the caller thread: arguments, headers, partition and the append
-run in C. The GIL is the lock: between Python calls nothing else runs, and a large record is
-copied without it only while its batch is marked ``appending`` (drain() leaves such a batch).
+The GIL is the lock: between Python calls nothing else runs, and a large record is copied
+without it only while its batch is marked ``appending`` (drain() leaves such a batch).
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_CheckExact
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.buffer_pool cimport (BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE, BufferPool)
+from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.future cimport FutureRecordMetadata
-from kcore.murmur cimport partition_of
-from kcore.producer_batch cimport ProducerBatch, size_upper_bound
+from kcore.producer_batch cimport ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 
 import collections
+import random
 import time
 
 from kcore.buffer_pool import BufferPool as _BufferPool
 from kcore.future import TopicPartition
 from pyprod.errors import IllegalStateError, KafkaTimeoutError
 
-include "shared/record_accumulator.py"  # send()'s record checks, compiled in here
+include "shared/record_accumulator.py"  # ReadyCheckResult and the too-large error
 
-__all__ = ["RecordAccumulator", "ReadyCheckResult", "SendPath", "TopicInfo", "fork_generation"]
+__all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
-cdef extern from "clock_impl.h" nogil:
-    int64_t kc_wall_ms()
-    void kc_install_fork_hook()
-    int kc_fork_generation()
-
-kc_install_fork_hook()
 _monotonic = time.monotonic
-
-
-def fork_generation():
-    """Bumped in every forked child (by a C fork hook)."""
-    return kc_fork_generation()
 
 
 cdef inline int64_t _now_ms():
@@ -45,22 +33,13 @@ cdef inline int64_t _now_ms():
 
 
 cdef class TopicInfo:
-    """One topic: partitions (as of a metadata version), their deques, the sticky partition."""
+    """One topic: partitions (as of a metadata version), their deques, its partitioner."""
 
-    def __init__(self, topic):
+    def __init__(self, topic, BuiltInPartitioner partitioner):
         self.topic = topic
         self.version = -1
-        self.available, self.tps, self.deques = [], [], []
-        self.sticky = -1
-
-
-cdef uint64_t _xorshift(uint64_t* state) noexcept nogil:
-    cdef uint64_t x = state[0]
-    x ^= x << 13
-    x ^= x >> 7
-    x ^= x << 17
-    state[0] = x
-    return x
+        self.tps, self.deques = [], []
+        self.partitioner = partitioner
 
 
 cdef void _insert_in_order(object dq, ProducerBatch batch) except *:
@@ -75,22 +54,22 @@ cdef void _insert_in_order(object dq, ProducerBatch batch) except *:
 
 
 cdef class RecordAccumulator:
-    def __init__(self, config, metadata, transaction_manager=None, seed=None):
-        self.batch_size = config["batch_size"]
-        self.linger_ms = config["linger_ms"]
-        self.retry_backoff_ms = config["retry_backoff_ms"]
-        self.delivery_timeout_ms = config["delivery_timeout_ms"]
-        self.compression = config["compression_type"]
-        self.pool = _BufferPool(config["buffer_memory"], max(self.batch_size, 1))
+    def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
+                 buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
+                 seed=None):
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.compression_type = compression_type
+        self.pool = _BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
         self.tm = transaction_manager
         self.muted = set()
         self._topics, self._deques, self._incomplete = {}, {}, set()
-        self._rng = <uint64_t>(hash((id(self), time.time_ns())) | 1)
-        if seed is not None:
-            self._rng = <uint64_t>seed | 1
+        self._seeds = None if seed is None else random.Random(seed)
 
-    # -- topics and the sticky partitioner --------------------------------------------------
+    # -- topics and their partitioners ------------------------------------------------------
     def topic_info(self, str topic):
         return self._topic_info(topic)
 
@@ -102,43 +81,32 @@ cdef class RecordAccumulator:
             return info if info.num_partitions else None
         cluster = self.metadata.cluster
         if info is None:
-            info = self._topics.setdefault(topic, TopicInfo(topic))
+            info = self._topics.setdefault(topic, TopicInfo(topic, BuiltInPartitioner(
+                topic, self.batch_size,
+                None if self._seeds is None else self._seeds.getrandbits(64))))
         parts = cluster.partitions_for_topic(topic)
         count = max(parts) + 1 if parts else 0
         while len(info.deques) < count:
             tp = TopicPartition(topic, len(info.deques))
             info.tps.append(tp)
             info.deques.append(self._deques.setdefault(tp, collections.deque()))
-        info.available = sorted(cluster.available_partitions_for_topic(topic) or parts or ())
         info.num_partitions = count
-        if info.sticky >= count:
-            info.sticky = -1
+        info.partitioner._update_partitions(
+            sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
         info.version = version
         return info if count else None
 
-    def sticky_partition(self, TopicInfo info):
-        if info.sticky < 0:
-            info.sticky = self._next_partition(info)
-        return info.sticky
+    def update_partition_info(self, TopicInfo info, int partition, Py_ssize_t appended_bytes):
+        self._update_partition_info(info, partition, appended_bytes)
 
-    cdef int _next_partition(self, TopicInfo info):
-        cdef list pool = [p for p in info.available if p != info.sticky] or info.available
-        if not pool:
-            pool = list(range(info.num_partitions))
-        return pool[_xorshift(&self._rng) % len(pool)]
-
-    def update_sticky(self, TopicInfo info, int partition, Py_ssize_t appended_bytes):
-        self._update_sticky(info, partition, appended_bytes)
-
-    cdef void _update_sticky(self, TopicInfo info, int partition, Py_ssize_t appended_bytes):
-        if partition != info.sticky:
-            return
-        info.produced += appended_bytes
-        if info.produced >= self.batch_size:
+    cdef int _update_partition_info(self, TopicInfo info, int partition,
+                                    Py_ssize_t appended_bytes) except -1:
+        cdef BuiltInPartitioner partitioner = info.partitioner
+        if partitioner._add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).closed:
-                info.sticky = self._next_partition(info)
-                info.produced = 0
+            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).closed:  # all batches full
+                partitioner._switch_from(partition)
+        return 0
 
     # -- caller threads ---------------------------------------------------------------------
     def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
@@ -146,7 +114,10 @@ cdef class RecordAccumulator:
         """(future, batch_is_full, new_batch_created, aborted_for_new_batch)."""
         cdef int32_t hcount = 0
         cdef bytes hbytes = encode_headers(headers, &hcount) if headers else None
-        key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
+        if key is not None and not PyBytes_CheckExact(key):
+            key = bytes(key)
+        if value is not None and not PyBytes_CheckExact(value):
+            value = bytes(value)
         dq = self._deques.get(tp)
         if dq is None:
             dq = self._deques.setdefault(tp, collections.deque())
@@ -199,7 +170,7 @@ cdef class RecordAccumulator:
         return future, len(dq) > 1 or batch.closed, True, False
 
     cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need):
-        cdef ProducerBatch batch = ProducerBatch(tp, self.batch_size, self.compression,
+        cdef ProducerBatch batch = ProducerBatch(tp, self.batch_size, self.compression_type,
                                                  _now_ms())
         batch.attach(self.pool, mem, need)
         dq.append(batch)
@@ -286,7 +257,7 @@ cdef class RecordAccumulator:
     def split_and_reenqueue(self, ProducerBatch batch):
         """The halves of a batch the broker refused as too large, back at the head of its deque
         (Java's splitAndReenqueue); the batch completes once they have (the Sender's part)."""
-        halves = batch.split(self.batch_size, self.compression)
+        halves = batch.split(self.batch_size, self.compression_type)
         dq = self._deques[batch.topic_partition]
         for half in reversed(halves):
             _insert_in_order(dq, half)
@@ -356,129 +327,3 @@ cdef int _raise_pool(int rc, Py_ssize_t need, double max_block_ms) except -1:
     if rc == BP_TOO_LARGE:
         raise _too_large(need, need, 0)
     raise MemoryError()
-
-
-cdef class SendPath:
-    """KafkaProducer.send, from the closed check to the returned future."""
-    cdef RecordAccumulator accumulator
-    cdef object wait_on_metadata, wakeup, custom_partitioner, on_new_batch, tm
-    cdef object key_serializer, value_serializer
-    cdef int64_t max_block_ms, max_request_size, buffer_memory
-    cdef public bint closed
-    cdef int fork_gen
-
-    def __init__(self, RecordAccumulator accumulator, config, wait_on_metadata, wakeup,
-                 custom_partitioner=None, on_new_batch=None, transaction_manager=None):
-        self.accumulator = accumulator
-        self.wait_on_metadata, self.wakeup = wait_on_metadata, wakeup
-        self.custom_partitioner, self.on_new_batch = custom_partitioner, on_new_batch
-        self.tm = transaction_manager
-        self.key_serializer = config["key_serializer"]
-        self.value_serializer = config["value_serializer"]
-        self.max_block_ms = config["max_block_ms"]
-        self.max_request_size = config["max_request_size"]
-        self.buffer_memory = config["buffer_memory"]
-        self.fork_gen = kc_fork_generation()
-
-    def check_usable(self):
-        self._check_usable()
-
-    cdef int _check_usable(self) except -1:
-        if self.closed:
-            raise IllegalStateError("KafkaProducer already closed!")
-        if self.fork_gen != kc_fork_generation():
-            raise IllegalStateError(
-                "This KafkaProducer was created in the parent process and cannot be used after "
-                "fork(): create a new KafkaProducer in the child process.")
-        if self.tm is not None and self.tm.fatal_error is not None:
-            raise self.tm.fatal_error
-        return 0
-
-    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
-        """Publish a record; a FutureRecordMetadata. Raises as kafka-python's send() does."""
-        cdef RecordAccumulator acc = self.accumulator
-        cdef TopicInfo info
-        cdef int64_t ts, header_size = -1, start = 0
-        cdef int32_t hcount = 0
-        cdef int part = -1
-        cdef Py_ssize_t size, hbytes_len = 0
-        cdef bytes hbytes = None
-        cdef bint sticky = False, abort = False
-        cdef double remaining
-        self._check_usable()
-        if not PyUnicode_CheckExact(topic) or not topic:
-            raise TypeError("topic must be a non-empty str, got %r" % (topic,))
-        if value is None and key is None:
-            raise ValueError("Need at least one: key or value")
-        if headers is not None:
-            headers, header_size = _check_headers(headers)
-            if headers:
-                hbytes = encode_headers(headers, &hcount)
-                hbytes_len = max(header_size, 0)
-        kb = key if self.key_serializer is None else self.key_serializer(topic, headers, key)
-        vb = value if self.value_serializer is None else \
-            self.value_serializer(topic, headers, value)
-        if kb is not None and not PyBytes_CheckExact(kb):
-            kb = _as_bytes(kb, "key")
-        if vb is not None and not PyBytes_CheckExact(vb):
-            vb = _as_bytes(vb, "value")
-        if timestamp_ms is None:
-            ts = kc_wall_ms()
-        elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _INT64_MAX:
-            raise ValueError("timestamp_ms must be a non-negative int, got %r" % (timestamp_ms,))
-        else:
-            ts = timestamp_ms
-        if partition is not None:
-            if type(partition) is not int or not 0 <= partition <= _INT32_MAX:
-                raise ValueError("partition must be a non-negative int, got %r" % (partition,))
-            part = partition
-
-        remaining = self.max_block_ms
-        info = acc._topic_info(topic)
-        if info is None or part >= info.num_partitions:
-            start = _now_ms()
-            self.wait_on_metadata(topic, partition, self.max_block_ms)
-            info = acc._topic_info(topic)
-            if info is None or part >= info.num_partitions:
-                raise _not_in_metadata(topic, partition)
-            remaining = max(0, self.max_block_ms - (_now_ms() - start))
-
-        size = size_upper_bound(len(kb) if kb is not None else -1,
-                                len(vb) if vb is not None else -1,
-                                hbytes_len, hcount)
-        if RBB_HEADER_SIZE + size > min(self.max_request_size, self.buffer_memory):
-            raise _too_large(RBB_HEADER_SIZE + size, self.max_request_size, self.buffer_memory)
-
-        if part < 0:
-            if self.custom_partitioner is not None:
-                part = self._custom(topic, key, kb, value, vb, info)
-                abort = kb is None and self.on_new_batch is not None
-            elif kb is not None:
-                part = partition_of(<const uint8_t*>PyBytes_AS_STRING(kb), PyBytes_GET_SIZE(kb),
-                                    info.num_partitions)
-            else:
-                if info.sticky < 0:
-                    info.sticky = acc._next_partition(info)
-                part = info.sticky
-                sticky = True
-        future, full, new_batch, aborted = acc._append(
-            info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
-            remaining, abort)
-        if aborted:
-            self.on_new_batch(topic, part)
-            part = self._custom(topic, key, kb, value, vb, info)
-            future, full, new_batch, _ = acc._append(
-                info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
-                remaining, False)
-        if sticky:
-            acc._update_sticky(info, part, size)
-        if new_batch:  # a batch fills only when the next one starts: one wakeup per batch
-            self.wakeup()
-        return future
-
-    cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1:
-        partition = self.custom_partitioner(topic, key, kb, value, vb)
-        if type(partition) is not int or not 0 <= partition < info.num_partitions:
-            raise ValueError("Partitioner did not assign a valid partition for topic %s: %r"
-                             % (topic, partition))
-        return partition

@@ -18,7 +18,6 @@ from pyprod import errors
 from pyprod.connection import socket_options
 from pyprod.metadata import Metadata
 from pyprod.network_client import NetworkClient
-from pyprod.partitioner import custom_partition
 from pyprod.sasl_authenticator import SaslClientAuthenticator
 from pyprod.sender import Sender, now_ms
 from pyprod.ssl_factory import create_ssl_context
@@ -99,8 +98,31 @@ def sender_for(config, client, metadata, accumulator, transaction_manager, metri
         transaction_manager=transaction_manager, metrics=metrics)
 
 
+def accumulator_settings(config):
+    """What the RecordAccumulator reads."""
+    return dict(batch_size=config["batch_size"], linger_ms=config["linger_ms"],
+                buffer_memory=config["buffer_memory"], compression_type=config["compression_type"],
+                delivery_timeout_ms=config["delivery_timeout_ms"],
+                retry_backoff_ms=config["retry_backoff_ms"])
+
+
+def send_settings(config, serialize=True):
+    """What SendPath and BatchSendPath read; serialize=False: records come serialized."""
+    return dict(
+        key_serializer=_serializer(config["key_serializer"]) if serialize else None,
+        value_serializer=_serializer(config["value_serializer"]) if serialize else None,
+        max_block_ms=config["max_block_ms"], max_request_size=config["max_request_size"],
+        buffer_memory=config["buffer_memory"])
+
+
 class KafkaProducer:
-    """A drop-in for kafka.KafkaProducer. See kafka-python's documentation for the configs."""
+    """A drop-in for kafka.KafkaProducer. See kafka-python's documentation for the configs.
+
+    ``send(topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None)``
+    publishes a record and returns a FutureRecordMetadata; it raises as kafka-python's does.
+    It is kcore's SendPath.send, bound per instance in __init__ (one call into kcore per
+    record).
+    """
 
     DEFAULT_CONFIG = configuration.DEFAULTS
 
@@ -113,22 +135,16 @@ class KafkaProducer:
         idempotent = self.config["enable_idempotence"]
         self._tm = TransactionManager(self.config["max_in_flight_requests_per_connection"]) \
             if idempotent else None
-        self._accumulator = kcore.RecordAccumulator(self.config, self._metadata, self._tm)
+        self._accumulator = kcore.RecordAccumulator(self._metadata, self._tm,
+                                                    **accumulator_settings(self.config))
         self._max_block_ms = self.config["max_block_ms"]
         self._metrics = collections.Counter()
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
                                   self._tm, self._metrics)
-        user = self.config["partitioner"]
-        on_new_batch = getattr(user, "on_new_batch", None)
         self._send_path = kcore.SendPath(
-            self._accumulator,
-            dict(self.config, key_serializer=_serializer(self.config["key_serializer"]),
-                 value_serializer=_serializer(self.config["value_serializer"])),
-            self._wait_on_metadata, self._sender.wakeup,
-            self._partition_with(user) if user is not None else None,
-            (lambda topic, p: on_new_batch(topic, self._metadata.cluster, p))
-            if on_new_batch is not None else None,
-            self._tm)
+            self._accumulator, self._wait_on_metadata, self._sender.wakeup,
+            partitioner=self.config["partitioner"], transaction_manager=self._tm,
+            **send_settings(self.config))
         self.send = self._send_path.send  # one vectorcall into kcore per record
         self._sender.start()
         self._closed = False
@@ -169,10 +185,6 @@ class KafkaProducer:
                 ",".join(addrs), timeout_ms / 1000, timeout_ms, "; ".join(tried)))
 
     # -- the caller thread: send() is kcore's SendPath.send, bound in __init__ ---------------
-    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
-        """Publish a record; returns a FutureRecordMetadata. Raises as kafka-python does."""
-        return self._send_path.send(topic, value, key, headers, partition, timestamp_ms)
-
     def send_batch(self, topic, values, keys=None, headers=None, partitions=None,
                    timestamps=None):
         """Publish many records in one call; returns ONE future for all of them.
@@ -196,10 +208,8 @@ class KafkaProducer:
         path = self.__dict__.get("_batch_path")
         if path is None:
             path = self._batch_path = kcore.BatchSendPath(
-                self._send_path, self._accumulator,
-                dict(self.config, key_serializer=_serializer(self.config["key_serializer"]),
-                     value_serializer=_serializer(self.config["value_serializer"])),
-                self._wait_on_metadata, self._sender.wakeup)
+                self._send_path, self._accumulator, self._wait_on_metadata, self._sender.wakeup,
+                **send_settings(self.config))
         if self.config["partitioner"] is not None:
             return self._send_batch_each(path, topic, values, keys, headers, partitions,
                                          timestamps)
@@ -215,8 +225,8 @@ class KafkaProducer:
         raw = self.__dict__.get("_raw_send_path")
         if raw is None:  # serialized already
             raw = self._raw_send_path = kcore.SendPath(
-                self._accumulator, dict(self.config, key_serializer=None, value_serializer=None),
-                self._wait_on_metadata, self._sender.wakeup, None, None, self._tm)
+                self._accumulator, self._wait_on_metadata, self._sender.wakeup,
+                transaction_manager=self._tm, **send_settings(self.config, serialize=False))
         custom = self._partition_with(self.config["partitioner"])
         n = len(vals)
         future = kcore.BatchFuture(topic, n)
@@ -256,8 +266,8 @@ class KafkaProducer:
     def _partition_with(self, partitioner):
         """A (topic, key, key_bytes, value, value_bytes) -> partition call of a user partitioner."""
         def partition(topic, key, key_bytes, value, value_bytes):
-            return custom_partition(partitioner, topic, key, key_bytes, value, value_bytes,
-                                    self._metadata.cluster)
+            return kcore.custom_partition(partitioner, topic, key, key_bytes, value,
+                                          value_bytes, self._metadata.cluster)
         return partition
 
     def _wait_on_metadata(self, topic, partition, max_wait_ms):

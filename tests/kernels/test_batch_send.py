@@ -12,8 +12,9 @@ from kafka.record import MemoryRecords
 from pyprod import config
 from pyprod.errors import (BatchDeliveryError, IllegalStateError, InvalidRecordError,
                            KafkaError, KafkaTimeoutError, MessageSizeTooLargeError)
+from pyprod.producer import send_settings
 
-from test_record_accumulator import FakeMetadata, _drain_all
+from test_record_accumulator import FakeMetadata, _drain_all, accumulator
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TS0 = 1_700_000_000_000
@@ -22,10 +23,11 @@ TS0 = 1_700_000_000_000
 def _paths(k, partitions=6, **configs):
     cfg = config.build(**configs)
     meta = FakeMetadata(partitions)
-    acc = k.RecordAccumulator(cfg, meta, seed=7)
+    acc = accumulator(k, cfg, meta)
     wakeups = []
-    sp = k.SendPath(acc, cfg, lambda *a: None, lambda: wakeups.append(1))
-    bp = k.BatchSendPath(sp, acc, cfg, lambda *a: None, lambda: wakeups.append(1))
+    sp = k.SendPath(acc, lambda *a: None, lambda: wakeups.append(1), **send_settings(cfg))
+    bp = k.BatchSendPath(sp, acc, lambda *a: None, lambda: wakeups.append(1),
+                         **send_settings(cfg))
     return acc, sp, bp, wakeups
 
 
@@ -377,15 +379,15 @@ def test_a_sender_draining_at_every_wakeup_never_takes_a_held_batch(k):
     """wakeup() may hand the GIL to the Sender thread, which drains what it can: here it
     drains right inside each wakeup, so a batch not yet marked as held would be taken."""
     cfg = config.build(batch_size=1024, linger_ms=0)
-    acc = k.RecordAccumulator(cfg, FakeMetadata(), seed=7)
+    acc = accumulator(k, cfg, FakeMetadata())
     drained = []
 
     def wakeup():
         for batches in acc.drain(FakeMetadata().cluster, {0}, 1 << 20, 10**12).values():
             drained.extend(batches)
 
-    sp = k.SendPath(acc, cfg, lambda *a: None, wakeup)
-    bp = k.BatchSendPath(sp, acc, cfg, lambda *a: None, wakeup)
+    sp = k.SendPath(acc, lambda *a: None, wakeup, **send_settings(cfg))
+    bp = k.BatchSendPath(sp, acc, lambda *a: None, wakeup, **send_settings(cfg))
     values = [b"%06d" % i for i in range(3000)]
     fut = bp.send("t", pa.array(values), partitions=pa.array([i % 3 for i in range(3000)]))
     drained.extend(_drain_all(acc))

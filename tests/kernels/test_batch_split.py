@@ -6,8 +6,9 @@ from kafka.record import MemoryRecords
 
 from pyprod import config
 from pyprod.errors import MessageSizeTooLargeError
+from pyprod.producer import send_settings
 
-from test_record_accumulator import FakeMetadata, _drain_all
+from test_record_accumulator import FakeMetadata, _drain_all, accumulator
 
 
 def _decoded(batch):
@@ -27,8 +28,8 @@ def _state(batch):
 
 def _setup(k, n, compression):
     cfg = config.build(batch_size=1 << 20, compression_type=compression, linger_ms=0)
-    acc = k.RecordAccumulator(cfg, FakeMetadata(), seed=1)
-    sp = k.SendPath(acc, cfg, lambda *a: None, lambda: None)
+    acc = accumulator(k, cfg, FakeMetadata(), seed=1)
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, **send_settings(cfg))
     futures = [sp.send("t", b"value-%d" % i * (i % 7), key=None if i % 3 else b"k%d" % i,
                        headers=[("h\u00e9", b"%d" % i), ("nul", None)] if i % 4 == 0 else None,
                        partition=2, timestamp_ms=1_700_000_000_000 + i * 3)

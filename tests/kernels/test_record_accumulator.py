@@ -7,6 +7,7 @@ import pytest
 from pyprod import config
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
+from pyprod.producer import accumulator_settings, send_settings
 
 
 class FakeMetadata:
@@ -16,11 +17,17 @@ class FakeMetadata:
         self.cluster = Cluster({0: Broker(0, "127.0.0.1", 9092, None)}, {"t": parts})
 
 
+def accumulator(k, cfg, metadata, tm=None, seed=7):
+    """A RecordAccumulator with a config's settings, as the producer builds it (seeded)."""
+    return k.RecordAccumulator(metadata, tm, seed=seed, **accumulator_settings(cfg))
+
+
 def _path(k, waits=None, **configs):
     cfg = config.build(**configs)
-    acc = k.RecordAccumulator(cfg, FakeMetadata(), seed=7)
+    acc = accumulator(k, cfg, FakeMetadata())
     wakeups = []
-    sp = k.SendPath(acc, cfg, lambda *a: (waits if waits is not None else []).append(a), lambda: wakeups.append(1))
+    sp = k.SendPath(acc, lambda *a: (waits if waits is not None else []).append(a),
+                    lambda: wakeups.append(1), **send_settings(cfg))
     return acc, sp, wakeups
 
 

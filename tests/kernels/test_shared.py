@@ -12,7 +12,7 @@ import kcore
 
 TYPES = ("TopicPartition", "RecordMetadata", "BatchMetadata", "Future", "BatchFuture",
          "ReadyCheckResult", "FutureRecordMetadata", "ProduceRequestResult", "ProducerBatch",
-         "RecordAccumulator", "SendPath", "BatchSendPath")
+         "RecordAccumulator", "TopicInfo", "BuiltInPartitioner", "SendPath", "BatchSendPath")
 
 
 def _home(k, name):
@@ -59,7 +59,7 @@ def test_compiled_build_imports_no_twin():
 
 
 @pytest.mark.parametrize("call, compiled_frame", [
-    (lambda p: p.send("t", b"v", headers=[("k", 1)]), "kcore.record_accumulator._check_headers"),
+    (lambda p: p.send("t", b"v", headers=[("k", 1)]), "kcore.send_path._check_headers"),
     (lambda p: p.send_batch("t", [b"v", 3]), "kcore.batch_send._binary_rows"),
 ], ids=["send", "send_batch"])
 def test_tracebacks_name_the_module_that_ran(call, compiled_frame):

@@ -8,7 +8,7 @@ from pyprod import errors
 from pyprod import sender as sender_module
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.protocol import init_producer_id, produce
-from pyprod.producer import sender_for
+from pyprod.producer import accumulator_settings, sender_for
 from pyprod.transaction_manager import TransactionManager
 
 T0 = 1_000_000
@@ -145,7 +145,8 @@ class Rig:
         self.client = FakeClient()
         self.tm = TransactionManager(self.config["max_in_flight_requests_per_connection"]) \
             if idempotent else None
-        self.acc = k.RecordAccumulator(self.config, self.metadata, self.tm)
+        self.acc = k.RecordAccumulator(self.metadata, self.tm,
+                                       **accumulator_settings(self.config))
         self.size = k.record_size_upper_bound(None, b"v", None)
         self.sender = sender_for(self.config, self.client, self.metadata, self.acc, self.tm, None)
         self.calls = []

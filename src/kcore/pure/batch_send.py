@@ -13,29 +13,32 @@ reads the Arrow buffers); Python sequences go through the producer's serializers
 import collections
 import time
 
+from kcore.pure.builtin_partitioner import partition_for_key
 from kcore.pure.future import BatchFuture
-from kcore.pure.murmur import partition_for_key
 from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
 from kcore.shared.batch_send import prepare_rows
-from kcore.shared.record_accumulator import _not_in_metadata, _too_large
+from kcore.shared.record_accumulator import _too_large
+from kcore.shared.send_path import _not_in_metadata
 from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
 __all__ = ["BatchSendPath", "prepare_rows"]
+
 
 class BatchSendPath:
     """KafkaProducer.send_batch (without a custom partitioner: the producer loops over send()
     for that). ``send_path`` is the producer's SendPath (closed and fork checks)."""
 
-    def __init__(self, send_path, accumulator, config, wait_on_metadata, wakeup):
+    def __init__(self, send_path, accumulator, wait_on_metadata, wakeup, *, key_serializer,
+                 value_serializer, max_block_ms, max_request_size, buffer_memory):
         self.send_path = send_path
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata
         self.wakeup = wakeup
-        self.key_serializer = config["key_serializer"]
-        self.value_serializer = config["value_serializer"]
-        self.max_block_ms = config["max_block_ms"]
-        self.max_request_size = config["max_request_size"]
-        self.buffer_memory = config["buffer_memory"]
+        self.key_serializer = key_serializer  # (topic, headers, data) -> bytes, or None
+        self.value_serializer = value_serializer
+        self.max_block_ms = max_block_ms
+        self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
 
     def send(self, topic, values, keys=None, headers=None, partitions=None, timestamps=None):
         """Append every record; the call's BatchFuture."""
@@ -118,7 +121,8 @@ class _Call:
         self.appended = 0
 
     def run(self, vals, keys, hdrs, parts, stamps):
-        path, info, acc, future = self.path, self.info, self.acc, self.future
+        path, info, future = self.path, self.info, self.future
+        partitioner = info.partitioner
         limit = min(path.max_request_size, path.buffer_memory)
         nparts = info.num_partitions
         now = int(time.time() * 1000)
@@ -136,17 +140,15 @@ class _Call:
                     if key is not None:
                         part = partition_for_key(key, nparts)
                     else:
-                        part = acc.sticky_partition(info)
+                        part = partitioner.sticky_partition()
                         sticky = True
                 ts = stamps[i] if stamps[i] is not None else now
                 self._append(part, ts, key, value, headers, size)
                 self.placed.parts[i] = part
                 self.appended += 1
-                if sticky and part == info.sticky:
-                    info.produced += size
-                    if info.produced >= acc.batch_size and self.rolled:
-                        info.sticky = acc._next_partition(info)
-                        info.produced = 0
+                # The switch waits for the batch this call filled there (self.rolled).
+                if sticky and partitioner.add_produced(part, size) and self.rolled:
+                    if partitioner.switch_from(part):
                         self.rolled = False
         except KafkaTimeoutError as e:
             raise KafkaTimeoutError("send_batch: %s; %d of %d records were appended before "
@@ -205,7 +207,7 @@ class _Call:
 
     def _roll(self, part):
         self.cur[part].closed = True
-        if part == self.info.sticky:
+        if part == self.info.partitioner.sticky:
             self.rolled = True
         self._release(part)
 

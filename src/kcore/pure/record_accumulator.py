@@ -1,38 +1,23 @@
-"""RecordAccumulator: a deque of ProducerBatches per partition, fed by send(), drained by the
-Sender (seed 000: append / ready / drain).
+"""RecordAccumulator: a deque of ProducerBatches per partition, appended to by send() and
+send_batch() on the caller threads, and drained by the Sender thread (ready, drain, expiry).
 
-As in the Java client (3.3+), the accumulator keeps a TopicInfo per topic, and null-key records
-are placed there by the built-in uniform sticky partitioner (KIP-794): one partition until about
-batch_size bytes went to it and its batches are full, then another with a leader, at random.
-
-SendPath.send is KafkaProducer.send: closed and fork checks, serialize, metadata, partition,
-append, and the future back.
+As in the Java client (3.3+), the accumulator keeps a TopicInfo per topic: its partitions'
+deques and its BuiltInPartitioner, which places null-key records on a sticky partition
+(KIP-794) and switches once the partition's batches are full (``update_partition_info``).
 """
 import collections
-import os
 import random
 import threading
 import time
 
 from kcore.pure.buffer_pool import BufferPool
+from kcore.pure.builtin_partitioner import BuiltInPartitioner
 from kcore.pure.future import TopicPartition
-from kcore.pure.murmur import partition_for_key
-from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch, record_size_upper_bound
-from kcore.shared.record_accumulator import (_INT32_MAX, _INT64_MAX, ReadyCheckResult,
-                                             _as_bytes, _check_headers, _not_in_metadata,
-                                             _too_large)
+from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
+from kcore.shared.record_accumulator import ReadyCheckResult
 from pyprod.errors import IllegalStateError
 
-__all__ = ["RecordAccumulator", "ReadyCheckResult", "SendPath", "TopicInfo", "fork_generation"]
-
-_fork = [0]
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _fork.__setitem__(0, _fork[0] + 1))
-
-
-def fork_generation():
-    """Bumped in every forked child: objects made before a fork can tell they are stale."""
-    return _fork[0]
+__all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
 
 def now_ms():
@@ -41,29 +26,28 @@ def now_ms():
 
 class TopicInfo:
     """One topic as the accumulator sees it: partitions (as of a metadata version), their
-    deques, and the sticky partition for null keys."""
-    __slots__ = ("topic", "version", "num_partitions", "available", "tps", "deques", "sticky",
-                 "produced")
+    deques, and its BuiltInPartitioner (the sticky partition for null keys)."""
+    __slots__ = ("topic", "version", "num_partitions", "tps", "deques", "partitioner")
 
-    def __init__(self, topic):
+    def __init__(self, topic, partitioner):
         self.topic = topic
         self.version = -1
         self.num_partitions = 0
-        self.available = []
         self.tps = []
         self.deques = []
-        self.sticky = -1
-        self.produced = 0
+        self.partitioner = partitioner
 
 
 class RecordAccumulator:
-    def __init__(self, config, metadata, transaction_manager=None, seed=None):
-        self.batch_size = config["batch_size"]
-        self.linger_ms = config["linger_ms"]
-        self.retry_backoff_ms = config["retry_backoff_ms"]
-        self.delivery_timeout_ms = config["delivery_timeout_ms"]
-        self.compression = config["compression_type"]
-        self.pool = BufferPool(config["buffer_memory"], max(self.batch_size, 1))
+    def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
+                 buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
+                 seed=None):
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.compression_type = compression_type
+        self.pool = BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
         self.tm = transaction_manager
         self.muted = set()  # partitions with a request in flight, when order needs one at a time
@@ -74,9 +58,9 @@ class RecordAccumulator:
         self._flushes = 0
         self._closed = False
         self._drain_index = 0
-        self._rng = random.Random(seed)
+        self._seeds = None if seed is None else random.Random(seed)  # the partitioners' seeds
 
-    # -- topics and the sticky partitioner --------------------------------------------------
+    # -- topics and their partitioners ------------------------------------------------------
     def topic_info(self, topic):
         """The topic's TopicInfo, current with metadata; None while metadata lacks it."""
         version = self.metadata.version
@@ -86,40 +70,30 @@ class RecordAccumulator:
         cluster = self.metadata.cluster
         with self._lock:
             if info is None:
-                info = self._topics.setdefault(topic, TopicInfo(topic))
+                info = self._topics.setdefault(topic, TopicInfo(topic, BuiltInPartitioner(
+                    topic, self.batch_size,
+                    None if self._seeds is None else self._seeds.getrandbits(64))))
             parts = cluster.partitions_for_topic(topic)
             count = max(parts) + 1 if parts else 0
             while len(info.deques) < count:
                 tp = TopicPartition(topic, len(info.deques))
                 info.tps.append(tp)
                 info.deques.append(self._deques.setdefault(tp, collections.deque()))
-            info.available = sorted(cluster.available_partitions_for_topic(topic) or parts or ())
             info.num_partitions = count
-            if info.sticky >= count:
-                info.sticky = -1
+            info.partitioner.update_partitions(
+                sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
             info.version = version
         return info if count else None
 
-    def sticky_partition(self, info):
-        if info.sticky < 0:
-            info.sticky = self._next_partition(info)
-        return info.sticky
-
-    def _next_partition(self, info):
-        pool = [p for p in info.available if p != info.sticky] or info.available or \
-            list(range(info.num_partitions))
-        return pool[self._rng.randrange(len(pool))]
-
-    def update_sticky(self, info, partition, appended_bytes):
-        """After an append: switch once batch_size bytes went there and its batches are full."""
-        if partition != info.sticky:
-            return
-        info.produced += appended_bytes
-        if info.produced >= self.batch_size:
+    def update_partition_info(self, info, partition, appended_bytes):
+        """After a null-key append: tell the topic's partitioner, which switches once
+        batch_size bytes went to the partition and its batches are all full (Java's
+        enableSwitch)."""
+        partitioner = info.partitioner
+        if partitioner.add_produced(partition, appended_bytes):
             dq = info.deques[partition]
             if not dq or len(dq) > 1 or dq[-1].closed:
-                info.sticky = self._next_partition(info)
-                info.produced = 0
+                partitioner.switch_from(partition)
 
     # -- caller threads ---------------------------------------------------------------------
     def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
@@ -154,7 +128,7 @@ class RecordAccumulator:
 
     def _new_batch(self, dq, tp, memory):
         """A new batch accounting for memory (from the pool), last in dq (lock held)."""
-        batch = ProducerBatch(tp, self.batch_size, self.compression, now_ms())
+        batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_ms())
         batch.memory = memory
         dq.append(batch)
         self._incomplete.add(batch)
@@ -254,7 +228,7 @@ class RecordAccumulator:
     def split_and_reenqueue(self, batch):
         """The halves of a batch the broker refused as too large, back at the head of its deque
         (Java's splitAndReenqueue); the batch completes once they have (the Sender's part)."""
-        halves = batch.split(self.batch_size, self.compression)
+        halves = batch.split(self.batch_size, self.compression_type)
         with self._lock:
             dq = self._deques[batch.topic_partition]
             for half in reversed(halves):
@@ -323,103 +297,3 @@ class RecordAccumulator:
             self.complete(batch, error=error)
         if close:
             self.pool.close()
-
-
-class SendPath:
-    """KafkaProducer.send, from the closed check to the returned future (the caller thread's
-    work in seed 000). The producer binds ``send`` to this object's method."""
-
-    def __init__(self, accumulator, config, wait_on_metadata, wakeup, custom_partitioner=None,
-                 on_new_batch=None, transaction_manager=None):
-        self.accumulator = accumulator
-        self.wait_on_metadata = wait_on_metadata  # (topic, partition, max_wait_ms) -> None
-        self.wakeup = wakeup
-        # A user partitioner: (topic, key, key_bytes, value, value_bytes) -> partition; with
-        # on_new_batch(topic, partition), KIP-480: told before a null-key record starts a batch.
-        self.custom_partitioner = custom_partitioner
-        self.on_new_batch = on_new_batch
-        self.tm = transaction_manager
-        self.key_serializer = config["key_serializer"]
-        self.value_serializer = config["value_serializer"]
-        self.max_block_ms = config["max_block_ms"]
-        self.max_request_size = config["max_request_size"]
-        self.buffer_memory = config["buffer_memory"]
-        self.closed = False
-        self.fork_generation = fork_generation()
-
-    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
-        """Publish a record; a FutureRecordMetadata. Raises as kafka-python's send() does."""
-        self.check_usable()
-        if type(topic) is not str or not topic:
-            raise TypeError("topic must be a non-empty str, got %r" % (topic,))
-        if value is None and key is None:
-            raise ValueError("Need at least one: key or value")
-        headers, header_size = _check_headers(headers)
-        kb = key if self.key_serializer is None else self.key_serializer(topic, headers, key)
-        vb = value if self.value_serializer is None else \
-            self.value_serializer(topic, headers, value)
-        kb = _as_bytes(kb, "key")
-        vb = _as_bytes(vb, "value")
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _INT64_MAX:
-            raise ValueError("timestamp_ms must be a non-negative int, got %r" % (timestamp_ms,))
-        if partition is not None and (type(partition) is not int or
-                                      not 0 <= partition <= _INT32_MAX):
-            raise ValueError("partition must be a non-negative int, got %r" % (partition,))
-
-        start = now_ms()
-        acc = self.accumulator
-        info = acc.topic_info(topic)
-        if info is None or (partition is not None and partition >= info.num_partitions):
-            self.wait_on_metadata(topic, partition, self.max_block_ms)
-            info = acc.topic_info(topic)
-            if info is None or (partition is not None and partition >= info.num_partitions):
-                raise _not_in_metadata(topic, partition)
-        remaining = max(0, self.max_block_ms - (now_ms() - start))
-
-        size = record_size_upper_bound(kb, vb, headers)
-        if BATCH_HEADER + size > min(self.max_request_size, self.buffer_memory):
-            raise _too_large(BATCH_HEADER + size, self.max_request_size, self.buffer_memory)
-
-        sticky = abort = False
-        if partition is None:
-            if self.custom_partitioner is not None:
-                partition = self._custom(topic, key, kb, value, vb, info)
-                abort = kb is None and self.on_new_batch is not None
-            elif kb is not None:
-                partition = partition_for_key(kb, info.num_partitions)
-            else:
-                partition = acc.sticky_partition(info)
-                sticky = True
-        future, full, new_batch, aborted = acc.append(
-            info.tps[partition], timestamp_ms, kb, vb, headers, header_size, size, remaining,
-            start, abort)
-        if aborted:
-            self.on_new_batch(topic, partition)
-            partition = self._custom(topic, key, kb, value, vb, info)
-            future, full, new_batch, _ = acc.append(
-                info.tps[partition], timestamp_ms, kb, vb, headers, header_size, size,
-                remaining, start)
-        if sticky:
-            acc.update_sticky(info, partition, size)
-        if new_batch:  # a batch fills only when the next one starts: one wakeup per batch
-            self.wakeup()
-        return future
-
-    def _custom(self, topic, key, kb, value, vb, info):
-        partition = self.custom_partitioner(topic, key, kb, value, vb)
-        if type(partition) is not int or not 0 <= partition < info.num_partitions:
-            raise ValueError("Partitioner did not assign a valid partition for topic %s: %r"
-                             % (topic, partition))
-        return partition
-
-    def check_usable(self):
-        if self.closed:
-            raise IllegalStateError("KafkaProducer already closed!")
-        if self.fork_generation != fork_generation():
-            raise IllegalStateError(
-                "This KafkaProducer was created in the parent process and cannot be used after "
-                "fork(): create a new KafkaProducer in the child process.")
-        if self.tm is not None and self.tm.fatal_error is not None:
-            raise self.tm.fatal_error

@@ -1,0 +1,17 @@
+# SendPath (see send_path.pyx).
+from libc.stdint cimport int64_t
+
+from kcore.record_accumulator cimport RecordAccumulator, TopicInfo
+
+
+cdef class SendPath:
+    cdef RecordAccumulator accumulator
+    cdef object wait_on_metadata, wakeup, partitioner, on_new_batch, tm
+    cdef object key_serializer, value_serializer
+    cdef int64_t max_block_ms, max_request_size, buffer_memory
+    cdef public bint closed
+    cdef int fork_gen
+
+    cdef int _check_usable(self) except -1
+    # The partition the user partitioner gives, checked against the topic's partitions.
+    cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1

@@ -1,0 +1,160 @@
+# cython: binding=False, wraparound=True
+"""Compiled twin of kcore/pure/send_path.py (see it for the design).
+
+SendPath.send is the hot path of the caller thread: arguments, headers, partition and the append
+run in C, in one call from Python per record.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_CheckExact
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from kcore.builtin_partitioner cimport partition_for_key
+from kcore.producer_batch cimport size_upper_bound
+from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
+
+import time
+
+from kcore.record_accumulator import _too_large
+from pyprod.errors import IllegalStateError
+
+include "shared/send_path.py"  # send()'s record checks and custom_partition, compiled in here
+
+__all__ = ["SendPath", "custom_partition", "fork_generation"]
+
+cdef extern from "clock_impl.h" nogil:
+    int64_t kc_wall_ms()
+    void kc_install_fork_hook()
+    int kc_fork_generation()
+
+kc_install_fork_hook()
+_monotonic = time.monotonic
+
+
+def fork_generation():
+    """Bumped in every forked child (by a C fork hook)."""
+    return kc_fork_generation()
+
+
+cdef inline int64_t _now_ms():
+    return <int64_t>(_monotonic() * 1000)
+
+
+cdef class SendPath:
+    """KafkaProducer.send (Java's doSend), from the closed check to the returned future."""
+
+    def __init__(self, RecordAccumulator accumulator, wait_on_metadata, wakeup, *,
+                 key_serializer, value_serializer, max_block_ms, max_request_size,
+                 buffer_memory, partitioner=None, transaction_manager=None):
+        self.accumulator = accumulator
+        self.wait_on_metadata, self.wakeup = wait_on_metadata, wakeup
+        self.partitioner = partitioner
+        self.on_new_batch = getattr(partitioner, "on_new_batch", None)
+        self.tm = transaction_manager
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self.max_block_ms = max_block_ms
+        self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
+        self.fork_gen = kc_fork_generation()
+
+    def check_usable(self):
+        self._check_usable()
+
+    cdef int _check_usable(self) except -1:
+        if self.closed:
+            raise IllegalStateError("KafkaProducer already closed!")
+        if self.fork_gen != kc_fork_generation():
+            raise IllegalStateError(
+                "This KafkaProducer was created in the parent process and cannot be used after "
+                "fork(): create a new KafkaProducer in the child process.")
+        if self.tm is not None and self.tm.fatal_error is not None:
+            raise self.tm.fatal_error
+        return 0
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+        """Publish a record; a FutureRecordMetadata. Raises as kafka-python's send() does."""
+        cdef RecordAccumulator acc = self.accumulator
+        cdef TopicInfo info
+        cdef int64_t ts, header_size = -1, start = 0
+        cdef int32_t hcount = 0
+        cdef int part = -1
+        cdef Py_ssize_t size, hbytes_len = 0
+        cdef bytes hbytes = None
+        cdef bint sticky = False, abort = False
+        cdef double remaining
+        self._check_usable()
+        if not PyUnicode_CheckExact(topic) or not topic:
+            raise TypeError("topic must be a non-empty str, got %r" % (topic,))
+        if value is None and key is None:
+            raise ValueError("Need at least one: key or value")
+        if headers is not None:
+            headers, header_size = _check_headers(headers)
+            if headers:
+                hbytes = encode_headers(headers, &hcount)
+                hbytes_len = max(header_size, 0)
+        kb = key if self.key_serializer is None else self.key_serializer(topic, headers, key)
+        vb = value if self.value_serializer is None else \
+            self.value_serializer(topic, headers, value)
+        if kb is not None and not PyBytes_CheckExact(kb):
+            kb = _as_bytes(kb, "key")
+        if vb is not None and not PyBytes_CheckExact(vb):
+            vb = _as_bytes(vb, "value")
+        if timestamp_ms is None:
+            ts = kc_wall_ms()
+        elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _INT64_MAX:
+            raise ValueError("timestamp_ms must be a non-negative int, got %r" % (timestamp_ms,))
+        else:
+            ts = timestamp_ms
+        if partition is not None:
+            if type(partition) is not int or not 0 <= partition <= _INT32_MAX:
+                raise ValueError("partition must be a non-negative int, got %r" % (partition,))
+            part = partition
+
+        remaining = self.max_block_ms
+        info = acc._topic_info(topic)
+        if info is None or part >= info.num_partitions:
+            start = _now_ms()
+            self.wait_on_metadata(topic, partition, self.max_block_ms)
+            info = acc._topic_info(topic)
+            if info is None or part >= info.num_partitions:
+                raise _not_in_metadata(topic, partition)
+            remaining = max(0, self.max_block_ms - (_now_ms() - start))
+
+        size = size_upper_bound(len(kb) if kb is not None else -1,
+                                len(vb) if vb is not None else -1,
+                                hbytes_len, hcount)
+        if RBB_HEADER_SIZE + size > min(self.max_request_size, self.buffer_memory):
+            raise _too_large(RBB_HEADER_SIZE + size, self.max_request_size, self.buffer_memory)
+
+        if part < 0:
+            if self.partitioner is not None:
+                part = self._custom(topic, key, kb, value, vb, info)
+                abort = kb is None and self.on_new_batch is not None
+            elif kb is not None:
+                part = partition_for_key(<const uint8_t*>PyBytes_AS_STRING(kb),
+                                         PyBytes_GET_SIZE(kb), info.num_partitions)
+            else:
+                part = info.partitioner._sticky_partition()
+                sticky = True
+        future, full, new_batch, aborted = acc._append(
+            info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
+            remaining, abort)
+        if aborted:  # KIP-480: the user partitioner is told, and asked again
+            self.on_new_batch(topic, acc.metadata.cluster, part)
+            part = self._custom(topic, key, kb, value, vb, info)
+            future, full, new_batch, _ = acc._append(
+                info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
+                remaining, False)
+        if sticky:
+            acc._update_partition_info(info, part, size)
+        if new_batch:  # a batch fills only when the next one starts: one wakeup per batch
+            self.wakeup()
+        return future
+
+    cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1:
+        partition = custom_partition(self.partitioner, topic, key, kb, value, vb,
+                                     self.accumulator.metadata.cluster)
+        if type(partition) is not int or not 0 <= partition < info.num_partitions:
+            raise ValueError("Partitioner did not assign a valid partition for topic %s: %r"
+                             % (topic, partition))
+        return partition
