@@ -131,6 +131,31 @@ def test_callbacks_of_a_split_batch_get_each_pieces_offsets():
     assert seen == [50, 51, 80, 81]
 
 
+def test_a_callback_holding_its_future_is_freed_once_the_batch_is_done():
+    """Compiled futures are not tracked by the GC: the cycle through the callback is broken
+    by done(), so reference counting alone frees it."""
+    import gc
+    freed = []
+
+    class Holder:
+        def __init__(self, future):
+            self.future = future
+
+        def __call__(self, metadata):
+            pass
+
+        def __del__(self):
+            freed.append(True)
+    result, futures = _futures(1)
+    futures[0].add_callback(Holder(futures[0]))
+    gc.disable()
+    try:
+        result.done(base_offset=0)
+        assert freed == [True]
+    finally:
+        gc.enable()
+
+
 def test_get_wakes_when_another_thread_completes():
     result, futures = _futures(1)
     t = threading.Timer(0.05, result.done, kwargs={"base_offset": 1})
