@@ -30,3 +30,5 @@ cdef struct Slot:
     int64_t rank                 # the call's records appended to this partition before
     int64_t count                # the call's records appended to this batch
     Py_ssize_t added             # their size estimate
+    Py_ssize_t full_at           # it is full (sendable) once this many bytes are written
+    bint let_go                  # it was not when held: let go of it then

@@ -41,7 +41,8 @@ cdef enum:
     WALK_NO_BATCH = 1     # no batch held for stop_part
     WALK_FULL = 2         # the held batch of stop_part is full
     WALK_NO_STICKY = 3    # no sticky partition chosen yet
-    WALK_SWITCH = 4       # the sticky partition is due to change (after the record)
+    WALK_AFTER = 4        # after the record: its batch became sendable (stop_full) and/or
+                          # the sticky partition is due to change (stop_switch)
     WALK_ERROR = 5        # the builder refused a record (stop_rc)
 
 cdef uint8_t _empty[1]
@@ -396,6 +397,7 @@ cdef class _Call:
     cdef int stop_part           # where the walk stopped, and the record's size estimate
     cdef Py_ssize_t stop_size
     cdef int stop_rc
+    cdef bint stop_full, stop_switch
     cdef Py_ssize_t* too_large   # (index, size) pairs of records over the size limit
     cdef Py_ssize_t ntoo_large, cap_too_large
 
@@ -609,7 +611,7 @@ cdef class _Call:
         cdef int32_t hc = 0
         cdef int64_t hraw = 0, ts
         cdef int part, rc
-        cdef bint sticky
+        cdef bint sticky, switch, full
         cdef Slot* slot
         cdef int32_t* parts = self.placed.parts
         while i < self.n:
@@ -661,10 +663,13 @@ cdef class _Call:
             parts[i] = part
             i += 1
             self.appended += 1
-            if sticky and self.partitioner._add_produced(part, size) and self.rolled:
+            switch = sticky and self.partitioner._add_produced(part, size)
+            full = (<RecordBatchBuilder>slot.builder).pos >= slot.full_at
+            if (full and slot.let_go) or (switch and (full or self.rolled)):
                 self.i = i
                 self.stop_part = part
-                return WALK_SWITCH
+                self.stop_full, self.stop_switch = full, switch
+                return WALK_AFTER
         self.i = i
         return WALK_DONE
 
@@ -697,10 +702,18 @@ cdef class _Call:
                 elif st == WALK_NO_BATCH:
                     self._take(part, self.stop_size)
                 elif st == WALK_FULL:
-                    self._roll(part)
-                    self._take(part, self.stop_size)
-                elif st == WALK_SWITCH:  # the batch it filled rolled: enable the switch
-                    if self.partitioner._switch_from(part):
+                    if not (<ProducerBatch>self.slots[part].batch).grow(self.stop_size):
+                        self._roll(part)
+                        self._take(part, self.stop_size)
+                elif st == WALK_AFTER:
+                    if self.stop_full:
+                        if self.slots[part].let_go:  # sendable: the Sender may take it now
+                            self._release(part)      # (else it is held again, and grows)
+                            self.path.wakeup()
+                        if part == self.partitioner.sticky:
+                            self.rolled = True
+                    # the batch it filled is full: enable the switch
+                    if self.stop_switch and self.rolled and self.partitioner._switch_from(part):
                         self.rolled = False
                 elif self.stop_rc == -1:
                     raise MemoryError()
@@ -774,6 +787,7 @@ cdef class _Call:
         slot = &self.slots[part]
         slot.batch, slot.builder = <PyObject*>batch, <PyObject*>batch.builder
         slot.ordinal, slot.count, slot.added = batch.record_count, 0, 0
+        slot.full_at, slot.let_go = batch.batch_size, not batch.is_full_c()
         if new:
             self.path.wakeup()
         return 0

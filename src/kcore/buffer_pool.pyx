@@ -272,6 +272,24 @@ cdef class BufferPool:
         buf.size = n
         return buf
 
+    def try_allocate(self, size):
+        """A PoolBuffer of len size if the pool can give it at once (no waiter queued, enough
+        free memory), else None; never waits."""
+        cdef uint8_t* mem = NULL
+        size = PyNumber_Index(size)
+        if size < 0:
+            raise ValueError("size must be >= 0, got %d" % size)
+        if size > self.total_memory:
+            return None
+        cdef Py_ssize_t n = size
+        if self._try_now(n, &mem) != BP_OK:
+            return None
+        cdef PoolBuffer buf = PoolBuffer.__new__(PoolBuffer)
+        buf.pool = self
+        buf.data = mem
+        buf.size = n
+        return buf
+
     def deallocate(self, buf):
         """Return a PoolBuffer from this pool; it becomes empty. Wakes the first waiter.
 

@@ -14,6 +14,8 @@ cdef class ProducerBatch:
     cdef public int attempts
     cdef public int32_t record_count
     cdef public Py_ssize_t size
+    cdef public Py_ssize_t batch_size  # sendable (full) once this many bytes are written
+    cdef public Py_ssize_t max_size    # and it may grow up to this many while open
     cdef public object memory          # the twin's PoolBuffer; here the raw slab below
     cdef public object payload
     cdef public int32_t base_sequence
@@ -31,6 +33,11 @@ cdef class ProducerBatch:
     # Put the builder on pool memory (owned by the batch until release_memory).
     cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept
     cdef void release_memory(self) noexcept
+    # A record of at most size bytes did not fit: move to a bigger slab from the pool (double,
+    # capped at max_size) without waiting. 1 if it did (the record fits now), else 0.
+    cdef int grow(self, Py_ssize_t size) except -1
+    # Closed, or batch_size bytes written (sendable; it may still grow while open).
+    cdef bint is_full_c(self) noexcept
     # The writer that set ``appending`` is done (frees the memory if it completed meanwhile).
     cdef void end_append(self) noexcept
     # Note records of a send_batch call (see add_segment); False if the batch completed.

@@ -4,7 +4,7 @@ BufferPool slab through the builder's C API; the slab goes back when the batch c
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
-from kcore.buffer_pool cimport BufferPool
+from kcore.buffer_pool cimport BP_OK, BufferPool
 from kcore.crc cimport crc32c_update
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
@@ -45,10 +45,26 @@ def restamp(payload, int64_t producer_id, int16_t producer_epoch, int32_t base_s
     return bytes(out)
 
 
+cdef int _append(ProducerBatch b, int64_t ts, const uint8_t* key, Py_ssize_t klen,
+                 const uint8_t* value, Py_ssize_t vlen, const uint8_t* headers, Py_ssize_t hlen,
+                 int32_t hcount, Py_ssize_t size) noexcept:
+    cdef int rc
+    if size > (1 << 16):  # big copies run without the GIL; drain() skips the batch
+        b.appending = True
+        with nogil:
+            rc = b.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
+        b.end_append()
+        return rc
+    return b.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
+
+
 cdef class ProducerBatch:
-    def __init__(self, topic_partition, batch_size, compression, int64_t now_ms):
+    def __init__(self, topic_partition, Py_ssize_t batch_size, compression, int64_t now_ms,
+                 max_size=None):
         self.topic_partition = topic_partition
         self.builder = RecordBatchBuilder(batch_size, compression or "none")
+        self.batch_size = batch_size
+        self.max_size = batch_size if max_size is None else max(<Py_ssize_t>max_size, batch_size)
         self.result = ProduceRequestResult(topic_partition)
         self.created_ms = self.last_attempt_ms = now_ms
         self.size = BATCH_HEADER
@@ -69,6 +85,37 @@ cdef class ProducerBatch:
             self.pool.release_raw(self.mem, self.mem_size)
             self.mem = NULL
 
+    cdef int grow(self, Py_ssize_t size) except -1:
+        cdef RecordBatchBuilder b = self.builder
+        cdef Py_ssize_t written, cap
+        cdef uint8_t* mem = NULL
+        if self.closed or self.mem == NULL or b is None or self.release_deferred \
+                or self.result.is_done:
+            return 0
+        written = b.pos
+        if written + size > self.max_size:
+            return 0
+        cap = self.mem_size * 2
+        if cap < written + size:
+            cap = written + size
+        if cap > self.max_size:
+            cap = self.max_size
+        if self.pool._try_now(cap, &mem) != BP_OK:  # never waits: else the batch is full
+            return 0
+        if b.move_to(mem, cap) < 0:
+            self.pool.release_raw(mem, cap)
+            return 0
+        self.pool.release_raw(self.mem, self.mem_size)
+        self.mem, self.mem_size = mem, cap
+        return 1
+
+    cdef bint is_full_c(self) noexcept:
+        return self.closed or self.builder is None or self.builder.pos >= self.batch_size
+
+    def is_full(self):
+        """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
+        return self.is_full_c()
+
     cdef void end_append(self) noexcept:
         self.appending = False
         if self.release_deferred:
@@ -83,13 +130,9 @@ cdef class ProducerBatch:
         cdef int rc
         if self.closed or self.appending:
             return None
-        if size > (1 << 16):  # big copies run without the GIL; drain() skips the batch
-            self.appending = True
-            with nogil:
-                rc = self.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
-            self.end_append()
-        else:
-            rc = self.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
+        rc = _append(self, ts, key, klen, value, vlen, headers, hlen, hcount, size)
+        if rc == RBB_FULL and self.grow(size):
+            rc = _append(self, ts, key, klen, value, vlen, headers, hlen, hcount, size)
         if rc != RBB_APPENDED:
             if rc != RBB_FULL:
                 raise ValueError("record cannot be encoded (error %d)" % rc)
@@ -102,8 +145,11 @@ cdef class ProducerBatch:
 
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""
-        if self.closed or self.appending or \
-                not self.builder.append(timestamp_ms, key, value, headers or ()):
+        if self.closed or self.appending:
+            return None
+        if not self.builder.append(timestamp_ms, key, value, headers or ()) and \
+                not (self.grow(size) and self.builder.append(timestamp_ms, key, value,
+                                                             headers or ())):
             return None
         future = FutureRecordMetadata(
             self.result, self.record_count, timestamp_ms,

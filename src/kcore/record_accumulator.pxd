@@ -18,6 +18,7 @@ cdef class TopicInfo:
 
 cdef class RecordAccumulator:
     cdef public Py_ssize_t batch_size
+    cdef public Py_ssize_t batch_max_size    # an open batch grows up to this (>= batch_size)
     cdef public int64_t linger_ms, retry_backoff_ms, delivery_timeout_ms
     cdef public object compression_type
     cdef public BufferPool pool

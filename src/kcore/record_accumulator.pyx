@@ -56,8 +56,10 @@ cdef void _insert_in_order(object dq, ProducerBatch batch) except *:
 cdef class RecordAccumulator:
     def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
-                 seed=None):
+                 batch_max_size=None, seed=None):
         self.batch_size = batch_size
+        self.batch_max_size = batch_size if batch_max_size is None else \
+            max(<Py_ssize_t>batch_max_size, self.batch_size)
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms
@@ -104,7 +106,7 @@ cdef class RecordAccumulator:
         cdef BuiltInPartitioner partitioner = info.partitioner
         if partitioner._add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).closed:  # all batches full
+            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).is_full_c():  # all full
                 partitioner._switch_from(partition)
         return 0
 
@@ -146,7 +148,7 @@ cdef class RecordAccumulator:
             future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
                                     size)
             if future is not None:
-                return future, len(dq) > 1 or batch.closed, False, False
+                return future, len(dq) > 1 or batch.is_full_c(), False, False
         if abort_on_new_batch:
             return None, False, False, True
         # No room: take memory, waiting without the GIL if the pool is short, then retry.
@@ -164,14 +166,14 @@ cdef class RecordAccumulator:
                                     size)
             if future is not None:
                 self.pool.release_raw(mem, need)
-                return future, len(dq) > 1 or batch.closed, False, False
+                return future, len(dq) > 1 or batch.is_full_c(), False, False
         batch = self._new_batch(dq, tp, mem, need)
         future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
-        return future, len(dq) > 1 or batch.closed, True, False
+        return future, len(dq) > 1 or batch.is_full_c(), True, False
 
     cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need):
         cdef ProducerBatch batch = ProducerBatch(tp, self.batch_size, self.compression_type,
-                                                 _now_ms())
+                                                 _now_ms(), self.batch_max_size)
         batch.attach(self.pool, mem, need)
         dq.append(batch)
         self._incomplete.add(batch)
@@ -200,7 +202,8 @@ cdef class RecordAccumulator:
             waited = now - batch.last_attempt_ms
             backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms
             wait = self.retry_backoff_ms if backing_off else self.linger_ms
-            sendable = len(dq) > 1 or batch.closed or waited >= wait or exhausted or forced
+            sendable = (len(dq) > 1 or batch.is_full_c() or waited >= wait or exhausted
+                        or forced)
             if sendable and not backing_off:
                 ready.add(leader)
             elif max(wait - waited, 0) < next_delay:

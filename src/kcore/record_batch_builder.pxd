@@ -54,6 +54,10 @@ cdef class RecordBatchBuilder:
     # first append. 0 ok, -1 if records were already appended, it was built, or mem is NULL or
     # too small.
     cdef int attach(self, uint8_t* mem, Py_ssize_t capacity) noexcept nogil
+    # Continue in caller memory of capacity >= the bytes written (a bigger slab: the batch
+    # grows): they are copied there and max_size becomes capacity. The old memory is the
+    # caller's again (freed if the builder owned it). 0, or -1 if built or mem is too small.
+    cdef int move_to(self, uint8_t* mem, Py_ssize_t capacity) noexcept nogil
     # Append one record. klen/vlen < 0 = null. headers: hcount headers already encoded
     # (see encode_headers). Returns one of the RBB_* results.
     cdef int append_raw(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,

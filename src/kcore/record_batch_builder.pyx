@@ -512,6 +512,19 @@ cdef class RecordBatchBuilder:
         self.owned = False
         return 0
 
+    cdef int move_to(self, uint8_t* mem, Py_ssize_t capacity) noexcept nogil:
+        if self.built or mem == NULL or capacity < self.pos or capacity < RBB_HEADER_SIZE:
+            return -1
+        if self.buf != NULL:
+            memcpy(mem, self.buf, <size_t>self.pos)
+        if self.owned:
+            free(self.buf)
+        self.buf = mem
+        self.cap = capacity
+        self.owned = False
+        self.max_size = capacity
+        return 0
+
     cdef int append_raw(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
                         const uint8_t* value, Py_ssize_t vlen,
                         const uint8_t* headers, Py_ssize_t hlen, int32_t hcount) noexcept nogil:
@@ -525,6 +538,15 @@ cdef class RecordBatchBuilder:
             return 0
         _write_header(self, self.buf, self.pos)
         return self.pos
+
+    def size_in_bytes(self):
+        """Bytes written so far, the batch header included (the uncompressed size)."""
+        return self.pos
+
+    def raise_max_size(self, Py_ssize_t max_size):
+        """Let later records fill up to max_size bytes (never lowers it)."""
+        if max_size > self.max_size:
+            self.max_size = max_size
 
     def append(self, timestamp_ms, key, value, headers=()):
         """Add one record; False (builder unchanged) if it does not fit in max_size."""

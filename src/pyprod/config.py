@@ -24,6 +24,9 @@ DEFAULTS = {
     "compression_type": None,
     "retries": float("inf"),
     "batch_size": 16384,
+    # An open batch the Sender has not taken yet keeps taking records past batch_size up to
+    # this many bytes (KIP-782); None: max(batch_size, 256 KiB). Never above max_request_size.
+    "batch_max_size": None,
     "linger_ms": 0,
     "partitioner": None,
     "buffer_memory": 32 * 1024 * 1024,
@@ -91,6 +94,7 @@ _POSITIVE = (
     "max_in_flight_requests_per_connection", "receive_message_max_bytes",
 )
 _client_ids = itertools.count(1)
+BATCH_MAX_SIZE = 256 * 1024  # batch_max_size's default, if batch_size is smaller
 
 
 def number_from_text(text):
@@ -178,6 +182,7 @@ def build(**configs):
     _check_security(config)
     _check_idempotence(config, user)
     _check_delivery_timeout(config, user)
+    config["batch_max_size"] = _batch_max_size(config)
     if isinstance(config["api_version"], str):
         v = config["api_version"]
         config["api_version"] = None if v == "auto" else tuple(int(p) for p in v.split("."))
@@ -194,6 +199,16 @@ def _check_numbers(config):
                 key, "> 0" if key in _POSITIVE else ">= 0", value))
     if config["buffer_memory"] < config["batch_size"]:
         raise KafkaConfigurationError("buffer_memory must be >= batch_size")
+
+
+def _batch_max_size(config):
+    """The effective batch_max_size: at least batch_size, at most max_request_size."""
+    value = config["batch_max_size"]
+    if value is None:
+        value = BATCH_MAX_SIZE
+    elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise KafkaConfigurationError("batch_max_size must be an int >= 1, got %r" % (value,))
+    return max(min(max(value, config["batch_size"]), config["max_request_size"]), 1)
 
 
 def _acks(acks):

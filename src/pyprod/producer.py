@@ -100,7 +100,8 @@ def sender_for(config, client, metadata, accumulator, transaction_manager, metri
 
 def accumulator_settings(config):
     """What the RecordAccumulator reads."""
-    return dict(batch_size=config["batch_size"], linger_ms=config["linger_ms"],
+    return dict(batch_size=config["batch_size"], batch_max_size=config["batch_max_size"],
+                linger_ms=config["linger_ms"],
                 buffer_memory=config["buffer_memory"], compression_type=config["compression_type"],
                 delivery_timeout_ms=config["delivery_timeout_ms"],
                 retry_backoff_ms=config["retry_backoff_ms"])

@@ -253,7 +253,7 @@ def test_failed_batches_map_back_to_record_indices(k):
 
 
 def test_future_completes_after_every_batch(k):
-    acc, sp, bp, _ = _paths(k, batch_size=512)
+    acc, sp, bp, _ = _paths(k, batch_size=512, batch_max_size=512)  # batches never grow
     fut = bp.send("t", [b"x" * 50] * 100, partitions=[i % 2 for i in range(100)])
     calls = []
     fut.add_both(calls.append)

@@ -54,3 +54,20 @@ def test_delivery_timeout_floor():
     assert config.build(linger_ms=10, request_timeout_ms=200000)["delivery_timeout_ms"] == 200010
     with pytest.raises(KafkaConfigurationError):
         config.build(delivery_timeout_ms=10)
+
+
+def test_batch_max_size():
+    assert config.DEFAULTS["batch_max_size"] is None  # resolved by build()
+    assert config.build()["batch_max_size"] == 256 * 1024
+    assert config.build(batch_size=512 * 1024)["batch_max_size"] == 512 * 1024
+    assert config.build(batch_max_size=100)["batch_max_size"] == 16384  # >= batch_size
+    assert config.build(batch_max_size=65536)["batch_max_size"] == 65536
+    # never above max_request_size
+    assert config.build(max_request_size=100_000)["batch_max_size"] == 100_000
+    assert config.build(batch_max_size=4 << 20)["batch_max_size"] == 1048576
+    java = config.from_java_names({"batch.max.size": 32768, "batch.size": 8192})
+    assert java == {"batch_max_size": 32768, "batch_size": 8192}
+    assert config.build(**java)["batch_max_size"] == 32768
+    for bad in (0, -1, 1.5, "1000", True):
+        with pytest.raises(KafkaConfigurationError):
+            config.build(batch_max_size=bad)

@@ -116,6 +116,7 @@ class _Call:
         self.acc = path.accumulator
         self.cur = {}   # partition -> the batch held (appending) by this call
         self.seg = {}   # partition -> [ordinal, rank, count] of the held batch's segment
+        self.let_go = {}  # partition -> let go of the held batch once full (it was not)
         self.rank = collections.Counter()  # partition -> records appended there before
         self.rolled = False  # the sticky partition's batch filled since it was chosen
         self.appended = 0
@@ -143,13 +144,19 @@ class _Call:
                         part = partitioner.sticky_partition()
                         sticky = True
                 ts = stamps[i] if stamps[i] is not None else now
-                self._append(part, ts, key, value, headers, size)
+                full = self._append(part, ts, key, value, headers, size)
                 self.placed.parts[i] = part
                 self.appended += 1
+                switch = sticky and partitioner.add_produced(part, size)
+                if full:
+                    if self.let_go[part]:  # sendable: the Sender may take it now
+                        self._release(part)  # (else it is held again, and grows)
+                        path.wakeup()
+                    if part == partitioner.sticky:
+                        self.rolled = True
                 # The switch waits for the batch this call filled there (self.rolled).
-                if sticky and partitioner.add_produced(part, size) and self.rolled:
-                    if partitioner.switch_from(part):
-                        self.rolled = False
+                if switch and self.rolled and partitioner.switch_from(part):
+                    self.rolled = False
         except KafkaTimeoutError as e:
             raise KafkaTimeoutError("send_batch: %s; %d of %d records were appended before "
                                     "and will still be delivered"
@@ -160,13 +167,17 @@ class _Call:
             path.wakeup()
 
     def _append(self, part, ts, key, value, headers, size):
+        """Append to the partition's held batch (grown, or a new one, if it does not fit);
+        True if the batch is full (sendable)."""
         batch = self.cur.get(part)
         if batch is None:
             batch = self._take(part, size)
         while not batch.append_records(ts, key, value, headers, size):
-            self._roll(part)
-            batch = self._take(part, size)
+            if not batch.grow(size):
+                self._roll(part)
+                batch = self._take(part, size)
         self.seg[part][2] += 1
+        return batch.is_full()
 
     def _take(self, part, size):
         """Hold the partition's open last batch, or a new one."""
@@ -203,6 +214,7 @@ class _Call:
         batch.appending = True
         self.cur[part] = batch
         self.seg[part] = [batch.record_count, self.rank[part], 0]
+        self.let_go[part] = not batch.is_full()
         return batch
 
     def _roll(self, part):

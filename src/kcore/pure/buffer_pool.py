@@ -131,6 +131,27 @@ class BufferPool:
         buf._pool = self
         return buf
 
+    def try_allocate(self, size):
+        """A PoolBuffer of len size if the pool can give it at once (no waiter queued, enough
+        free memory), else None; never waits."""
+        size = index(size)
+        if size < 0:
+            raise ValueError("size must be >= 0, got %d" % size)
+        if size > self._total:
+            return None
+        with self._lock:
+            if self._closed or self._waiters or not self._take_now(size):
+                return None
+        try:
+            buf = PoolBuffer(size)
+        except BaseException:
+            with self._lock:
+                self._nonpooled += size
+                self._wake_head()
+            raise
+        buf._pool = self
+        return buf
+
     def _wait_for(self, size, ms, max_block_ms):
         me = threading.Condition(self._lock)
         self._waiters.append(me)

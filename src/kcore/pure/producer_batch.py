@@ -27,6 +27,7 @@ def restamp(payload, producer_id, producer_epoch, base_sequence):
 
 
 _SEGMENTS_LOCK = threading.Lock()
+_MEMORY_LOCK = threading.Lock()  # a batch's memory: swapped by grow(), given back once
 
 
 def _tell_segments(batch, error, record_errors):
@@ -40,11 +41,16 @@ def _tell_segments(batch, error, record_errors):
 class ProducerBatch:
     __slots__ = ("topic_partition", "builder", "result", "created_ms", "last_attempt_ms",
                  "attempts", "record_count", "size", "memory", "payload", "base_sequence", "closed",
-                 "sequence_epoch", "drained_ms", "appending", "segments")
+                 "sequence_epoch", "drained_ms", "appending", "segments", "batch_size",
+                 "max_size", "pool")
 
-    def __init__(self, topic_partition, batch_size, compression, now_ms):
+    def __init__(self, topic_partition, batch_size, compression, now_ms, max_size=None):
         self.topic_partition = topic_partition
         self.builder = RecordBatchBuilder(batch_size, compression or "none")
+        self.batch_size = batch_size  # sendable (full) once this many bytes are written
+        # ... and it may grow up to max_size while open
+        self.max_size = batch_size if max_size is None else max(max_size, batch_size)
+        self.pool = None
         self.result = ProduceRequestResult(topic_partition)
         self.created_ms = self.last_attempt_ms = now_ms
         self.attempts = 0
@@ -59,10 +65,49 @@ class ProducerBatch:
         self.appending = False  # a writer (a large append, send_batch) is filling it
         self.segments = None  # send_batch records in it: [(future, ordinal, rank, count)]
 
+    def attach(self, pool, memory):
+        """The batch accounts for memory (from pool) until release_memory."""
+        self.pool, self.memory = pool, memory
+
+    def release_memory(self):
+        with _MEMORY_LOCK:
+            memory, self.memory = self.memory, None
+        if memory is not None:
+            self.pool.deallocate(memory)
+
+    def grow(self, size):
+        """A record of at most size bytes did not fit: take a bigger buffer from the pool
+        (double, capped at max_size) without waiting. True if it did (the record fits now)."""
+        builder, memory = self.builder, self.memory
+        if self.closed or memory is None or builder is None or self.result.is_done:
+            return False
+        written = builder.size_in_bytes()
+        if written + size > self.max_size:
+            return False
+        cap = min(max(2 * len(memory), written + size), self.max_size)
+        with _MEMORY_LOCK:
+            if self.memory is not memory:  # given back meanwhile
+                return False
+            bigger = self.pool.try_allocate(cap)  # never waits: else the batch is full
+            if bigger is None:
+                return False
+            self.memory = bigger
+            self.pool.deallocate(memory)
+        builder.raise_max_size(cap)
+        return True
+
+    def is_full(self):
+        """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
+        return self.closed or self.builder is None or \
+            self.builder.size_in_bytes() >= self.batch_size
+
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""
-        if self.closed or self.appending or \
-                not self.builder.append(timestamp_ms, key, value, headers or ()):
+        if self.closed or self.appending:
+            return None
+        if not self.builder.append(timestamp_ms, key, value, headers or ()) and \
+                not (self.grow(size) and self.builder.append(timestamp_ms, key, value,
+                                                             headers or ())):
             return None
         future = FutureRecordMetadata(
             self.result, self.record_count, timestamp_ms,

@@ -41,8 +41,11 @@ class TopicInfo:
 class RecordAccumulator:
     def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
-                 seed=None):
+                 batch_max_size=None, seed=None):
         self.batch_size = batch_size
+        # an open batch takes records past batch_size (it is sendable from there) up to this
+        self.batch_max_size = batch_size if batch_max_size is None else \
+            max(batch_max_size, batch_size)
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms
@@ -92,7 +95,7 @@ class RecordAccumulator:
         partitioner = info.partitioner
         if partitioner.add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or dq[-1].closed:
+            if not dq or len(dq) > 1 or dq[-1].is_full():
                 partitioner.switch_from(partition)
 
     # -- caller threads ---------------------------------------------------------------------
@@ -106,7 +109,7 @@ class RecordAccumulator:
         with self._lock:
             future = self._try_append(dq, timestamp_ms, key, value, headers, header_size, size)
             if future is not None:
-                return future, len(dq) > 1 or dq[-1].closed, False, False
+                return future, len(dq) > 1 or dq[-1].is_full(), False, False
         if abort_on_new_batch:
             return None, False, False, True
         # No room: take memory (may block, without the accumulator lock), then retry.
@@ -118,18 +121,19 @@ class RecordAccumulator:
                 future = self._try_append(dq, timestamp_ms, key, value, headers, header_size,
                                           size)
                 if future is not None:
-                    return future, len(dq) > 1 or dq[-1].closed, False, False
+                    return future, len(dq) > 1 or dq[-1].is_full(), False, False
                 batch, memory = self._new_batch(dq, tp, memory), None
                 future = batch.try_append(timestamp_ms, key, value, headers, header_size, size)
-                return future, len(dq) > 1 or batch.closed, True, False
+                return future, len(dq) > 1 or batch.is_full(), True, False
         finally:
             if memory is not None:
                 self.pool.deallocate(memory)
 
     def _new_batch(self, dq, tp, memory):
         """A new batch accounting for memory (from the pool), last in dq (lock held)."""
-        batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_ms())
-        batch.memory = memory
+        batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_ms(),
+                              self.batch_max_size)
+        batch.attach(self.pool, memory)
         dq.append(batch)
         self._incomplete.add(batch)
         return batch
@@ -164,7 +168,7 @@ class RecordAccumulator:
                 waited = now - batch.last_attempt_ms
                 backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms
                 wait = self.retry_backoff_ms if backing_off else self.linger_ms
-                sendable = (len(dq) > 1 or batch.closed or waited >= wait or exhausted
+                sendable = (len(dq) > 1 or batch.is_full() or waited >= wait or exhausted
                             or self._closed or self._flushes > 0)
                 if sendable and not backing_off:
                     ready.add(leader)
@@ -199,6 +203,7 @@ class RecordAccumulator:
             if batches and size + first.estimated_size() > max_size:
                 break
             dq.popleft()
+            first.close()  # drained: it takes no more records (and never grows)
             if self.tm is not None:
                 self.tm.assign(first)
             else:
@@ -258,9 +263,7 @@ class RecordAccumulator:
                 return
             self._incomplete.discard(batch)
         batch.done(base_offset, log_append_time, error, record_errors)
-        if batch.memory is not None:
-            self.pool.deallocate(batch.memory)
-            batch.memory = None
+        batch.release_memory()
 
     # -- flush and close --------------------------------------------------------------------
     def begin_flush(self):

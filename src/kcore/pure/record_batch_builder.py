@@ -138,6 +138,15 @@ class RecordBatchBuilder:
     def __len__(self):
         return self._count
 
+    def size_in_bytes(self):
+        """Bytes written so far, the batch header included (the uncompressed size)."""
+        return len(self._buf)
+
+    def raise_max_size(self, max_size):
+        """Let later records fill up to max_size bytes (never lowers it)."""
+        if max_size > self._max_size:
+            self._max_size = max_size
+
     def append(self, timestamp_ms, key, value, headers=()):
         """Add one record; False (builder unchanged) if it does not fit in max_size."""
         if self._built:
