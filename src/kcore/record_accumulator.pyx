@@ -113,7 +113,8 @@ cdef class RecordAccumulator:
     # -- caller threads ---------------------------------------------------------------------
     def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
                now, abort_on_new_batch=False):
-        """(future, batch_is_full, new_batch_created, aborted_for_new_batch)."""
+        """(future, batch_became_full, new_batch_created, aborted_for_new_batch):
+        batch_became_full is True for the append that took the batch to batch_size, once."""
         cdef int32_t hcount = 0
         cdef bytes hbytes = encode_headers(headers, &hcount) if headers else None
         if key is not None and not PyBytes_CheckExact(key):
@@ -143,12 +144,14 @@ cdef class RecordAccumulator:
             vp, vl = <const uint8_t*>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
         if hbytes is not None:
             hp, hl = <const uint8_t*>PyBytes_AS_STRING(hbytes), PyBytes_GET_SIZE(hbytes)
+        cdef bint was_full
         if dq:
             batch = dq[-1]
+            was_full = batch.is_full_c()
             future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
                                     size)
             if future is not None:
-                return future, len(dq) > 1 or batch.is_full_c(), False, False
+                return future, not was_full and batch.is_full_c(), False, False
         if abort_on_new_batch:
             return None, False, False, True
         # No room: take memory, waiting without the GIL if the pool is short, then retry.
@@ -162,14 +165,15 @@ cdef class RecordAccumulator:
             raise IllegalStateError("Producer closed while send in progress")
         if dq:  # another thread may have made a batch while this one waited
             batch = dq[-1]
+            was_full = batch.is_full_c()
             future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
                                     size)
             if future is not None:
                 self.pool.release_raw(mem, need)
-                return future, len(dq) > 1 or batch.is_full_c(), False, False
+                return future, not was_full and batch.is_full_c(), False, False
         batch = self._new_batch(dq, tp, mem, need)
         future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
-        return future, len(dq) > 1 or batch.is_full_c(), True, False
+        return future, batch.is_full_c(), True, False
 
     cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need):
         cdef ProducerBatch batch = ProducerBatch(tp, self.batch_size, self.compression_type,

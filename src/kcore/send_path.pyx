@@ -147,7 +147,7 @@ cdef class SendPath:
                 remaining, False)
         if sticky:
             acc._update_partition_info(info, part, size)
-        if new_batch:  # a batch fills only when the next one starts: one wakeup per batch
+        if new_batch or full:  # once per batch each: it may be sendable now
             self.wakeup()
         return future
 

@@ -261,3 +261,22 @@ def test_pool_try_allocate_never_waits(k):
     assert pool.available_memory == 4096
     with pytest.raises(ValueError):
         pool.try_allocate(-1)
+
+
+def test_the_sender_is_woken_once_when_a_batch_reaches_batch_size(k):
+    """Java wakes the Sender when a batch fills; with growth that is the append that takes it
+    to batch_size (not every later one), and each new batch."""
+    cfg = config.build(batch_size=1024, batch_max_size=8192, linger_ms=60_000)
+    acc = accumulator(k, cfg, FakeMetadata())
+    wakeups = []
+    sp = k.SendPath(acc, lambda *a: None, lambda: wakeups.append(1), **send_settings(cfg))
+    dq = acc.topic_info("t").deques[0]
+    for i in range(60):  # 60 x ~110 B: past batch_size, below batch_max_size
+        before = dq[0].builder.size_in_bytes() >= 1024 if dq else None
+        _send(sp, 1, start=i)
+        if before is None:
+            assert len(wakeups) == 1  # the new batch
+        elif not before and dq[0].builder.size_in_bytes() >= 1024:
+            assert len(wakeups) == 2  # it just became full
+    assert len(dq) == 1 and len(wakeups) == 2
+    _complete(acc, _drain_all(acc))

@@ -101,15 +101,17 @@ class RecordAccumulator:
     # -- caller threads ---------------------------------------------------------------------
     def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
                now, abort_on_new_batch=False):
-        """(future, batch_is_full, new_batch_created, aborted_for_new_batch). A new batch is
-        stamped after any wait for memory (``now`` is the send's start, kept for the API)."""
+        """(future, batch_became_full, new_batch_created, aborted_for_new_batch):
+        batch_became_full is True for the append that took the batch to batch_size, once. A new
+        batch is stamped after any wait for memory (``now`` is the send's start, kept for the API)."""
         dq = self._deques.get(tp)
         if dq is None:
             dq = self._deques.setdefault(tp, collections.deque())
         with self._lock:
-            future = self._try_append(dq, timestamp_ms, key, value, headers, header_size, size)
+            future, became_full = self._try_append(dq, timestamp_ms, key, value, headers,
+                                                   header_size, size)
             if future is not None:
-                return future, len(dq) > 1 or dq[-1].is_full(), False, False
+                return future, became_full, False, False
         if abort_on_new_batch:
             return None, False, False, True
         # No room: take memory (may block, without the accumulator lock), then retry.
@@ -118,13 +120,13 @@ class RecordAccumulator:
             with self._lock:
                 if self._closed:
                     raise IllegalStateError("Producer closed while send in progress")
-                future = self._try_append(dq, timestamp_ms, key, value, headers, header_size,
-                                          size)
+                future, became_full = self._try_append(dq, timestamp_ms, key, value, headers,
+                                                       header_size, size)
                 if future is not None:
-                    return future, len(dq) > 1 or dq[-1].is_full(), False, False
+                    return future, became_full, False, False
                 batch, memory = self._new_batch(dq, tp, memory), None
                 future = batch.try_append(timestamp_ms, key, value, headers, header_size, size)
-                return future, len(dq) > 1 or batch.is_full(), True, False
+                return future, batch.is_full(), True, False
         finally:
             if memory is not None:
                 self.pool.deallocate(memory)
@@ -140,13 +142,16 @@ class RecordAccumulator:
 
     @staticmethod
     def _try_append(dq, timestamp_ms, key, value, headers, header_size, size):
+        """(future or None, whether this append took the batch to batch_size)."""
         if not dq:
-            return None
+            return None, False
         last = dq[-1]
+        was_full = last.is_full()
         future = last.try_append(timestamp_ms, key, value, headers, header_size, size)
         if future is None:
             last.close()
-        return future
+            return None, False
+        return future, not was_full and last.is_full()
 
     # -- the Sender thread ------------------------------------------------------------------
     def ready(self, cluster, now):

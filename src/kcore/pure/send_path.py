@@ -111,7 +111,7 @@ class SendPath:
                 remaining, start)
         if sticky:
             acc.update_partition_info(info, partition, size)
-        if new_batch:  # a batch fills only when the next one starts: one wakeup per batch
+        if new_batch or full:  # once per batch each: it may be sendable now
             self.wakeup()
         return future
 
