@@ -154,10 +154,13 @@ cdef class RecordAccumulator:
                 return future, not was_full and batch.is_full_c(), False, False
         if abort_on_new_batch:
             return None, False, False, True
-        # No room: take memory, waiting without the GIL if the pool is short, then retry.
+        # No room: take memory, waiting without the GIL only if the pool is short (letting the
+        # GIL go on every new batch hands it to the other caller threads), then retry.
         need = max(self.batch_size, RBB_HEADER_SIZE + size)
-        with nogil:
-            rc = self.pool.acquire_raw(need, max_block_ms, &mem)
+        rc = self.pool._try_now(need, &mem)
+        if rc != BP_OK:
+            with nogil:
+                rc = self.pool.acquire_raw(need, max_block_ms, &mem)
         if rc != BP_OK:
             _raise_pool(rc, need, max_block_ms)
         if self._closed:
