@@ -121,6 +121,10 @@ class BufferPool:
                     self._wait_for(size, ms, max_block_ms)  # FIFO: queue behind waiters
             finally:
                 self._wake_head()
+        return self._buffer(size)
+
+    def _buffer(self, size):
+        """A PoolBuffer for memory already taken from the pool (given back if that fails)."""
         try:
             buf = PoolBuffer(size)
         except BaseException:
@@ -142,15 +146,7 @@ class BufferPool:
         with self._lock:
             if self._closed or self._waiters or not self._take_now(size):
                 return None
-        try:
-            buf = PoolBuffer(size)
-        except BaseException:
-            with self._lock:
-                self._nonpooled += size
-                self._wake_head()
-            raise
-        buf._pool = self
-        return buf
+        return self._buffer(size)
 
     def _wait_for(self, size, ms, max_block_ms):
         me = threading.Condition(self._lock)
