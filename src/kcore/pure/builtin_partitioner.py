@@ -13,6 +13,8 @@ from kcore.pure.murmur import partition_for_key  # noqa: F401 (the key rule, for
 
 __all__ = ["BuiltInPartitioner"]
 
+_MASK64 = (1 << 64) - 1
+
 
 class BuiltInPartitioner:
     """The sticky partition of one topic and the bytes produced to it since it was chosen."""
@@ -26,7 +28,9 @@ class BuiltInPartitioner:
         self.available = []
         self.sticky = -1
         self.produced = 0
-        self._rng = random.Random(seed)
+        if seed is None:
+            seed = random.getrandbits(64)
+        self._rng = (seed & _MASK64) | 1  # xorshift64 state, as the compiled twin keeps it
 
     def update_partitions(self, available, num_partitions):
         """New metadata: the partitions with a leader (sorted) and the partition count."""
@@ -45,7 +49,16 @@ class BuiltInPartitioner:
         """A random partition with a leader other than the current one (any if none has)."""
         pool = [p for p in self.available if p != self.sticky] or self.available or \
             list(range(self.num_partitions))
-        return pool[self._rng.randrange(len(pool))]
+        return pool[self._next_random() % len(pool)]
+
+    def _next_random(self):
+        """xorshift64, the compiled twin's generator: a seed picks the same partitions in both."""
+        x = self._rng
+        x ^= (x << 13) & _MASK64
+        x ^= x >> 7
+        x ^= (x << 17) & _MASK64
+        self._rng = x
+        return x
 
     def add_produced(self, partition, appended_bytes):
         """Count bytes appended to partition; True once the sticky partition is due to change
