@@ -6,6 +6,17 @@ from kcore.future cimport FutureRecordMetadata, ProduceRequestResult
 from kcore.record_batch_builder cimport RecordBatchBuilder
 
 
+# A sealed uncompressed batch in its pool memory, exported read-only (the batch's payload).
+cdef class MemoryRecords:
+    cdef BufferPool pool
+    cdef uint8_t* mem
+    cdef Py_ssize_t mem_size, size, exports
+    cdef bint released           # the batch is done with it: free once no view is left
+
+    cdef void release(self) noexcept
+    cdef void _free(self) noexcept
+
+
 cdef class ProducerBatch:
     cdef public object topic_partition
     cdef public RecordBatchBuilder builder
@@ -33,6 +44,7 @@ cdef class ProducerBatch:
     # Put the builder on pool memory (owned by the batch until release_memory).
     cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept
     cdef void release_memory(self) noexcept
+    cdef object _seal_in_place(self)
     # A record of at most size bytes did not fit: move to a bigger slab from the pool (double,
     # capped at max_size) without waiting. 1 if it did (the record fits now), else 0.
     cdef int grow(self, Py_ssize_t size) except -1

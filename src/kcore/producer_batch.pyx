@@ -1,6 +1,9 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/producer_batch.py. The batch's records go straight into a
-BufferPool slab through the builder's C API; the slab goes back when the batch completes."""
+BufferPool slab through the builder's C API; the slab goes back when the batch completes.
+An uncompressed batch is sealed in place: its payload is that slab (MemoryRecords), not a copy."""
+cimport cython
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABLE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
@@ -16,6 +19,9 @@ __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"
 
 cdef enum:
     C_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # RECORD_OVERHEAD, for nogil code
+    SEAL_NOGIL_MIN = 32768                            # CRC shorter than this: keep the GIL
+
+cdef char* _FORMAT_B = "B"
 
 
 cdef Py_ssize_t size_upper_bound(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hbytes,
@@ -43,6 +49,56 @@ def restamp(payload, int64_t producer_id, int16_t producer_epoch, int32_t base_s
     _put_be(p + 53, <uint32_t>base_sequence, 4)
     _put_be(p + 17, crc32c_update(0, p + 21, n - 21), 4)  # the CRC covers bytes 21..end
     return bytes(out)
+
+
+@cython.no_gc  # refers only to its BufferPool, which holds no Python objects: no cycles
+cdef class MemoryRecords:
+    """A sealed uncompressed batch in its BufferPool memory (Java's MemoryRecords over the
+    batch's ByteBuffer): read-only bytes-like, written to the socket as they are. The memory
+    goes back to the pool once the batch is done with it (release) and no view of it is left."""
+
+    def __len__(self):
+        return self.size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("MemoryRecords are read-only")
+        if self.mem == NULL:
+            raise BufferError("MemoryRecords released")
+        view.buf = <void*>self.mem
+        view.obj = self
+        view.len = self.size
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = _FORMAT_B if flags & PyBUF_FORMAT else NULL
+        view.ndim = 1
+        view.shape = &view.len if flags & PyBUF_ND else NULL
+        view.strides = &view.itemsize if flags & PyBUF_STRIDES == PyBUF_STRIDES else NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* view):
+        self.exports -= 1
+        if self.exports == 0 and self.released:
+            self._free()
+
+    cdef void release(self) noexcept:
+        self.released = True
+        if self.exports == 0:
+            self._free()
+
+    cdef void _free(self) noexcept:
+        if self.mem != NULL:
+            self.pool.release_raw(self.mem, self.mem_size)
+            self.mem = NULL
+            self.size = 0
+
+    def __dealloc__(self):
+        self._free()
+
+    def __repr__(self):
+        return "MemoryRecords(%d bytes)" % self.size
 
 
 cdef int _append(ProducerBatch b, int64_t ts, const uint8_t* key, Py_ssize_t klen,
@@ -84,6 +140,8 @@ cdef class ProducerBatch:
         if self.mem != NULL:
             self.pool.release_raw(self.mem, self.mem_size)
             self.mem = NULL
+        if type(self.payload) is MemoryRecords:
+            (<MemoryRecords>self.payload).release()
 
     cdef int grow(self, Py_ssize_t size) except -1:
         cdef RecordBatchBuilder b = self.builder
@@ -175,15 +233,39 @@ cdef class ProducerBatch:
                 self.builder.producer_id = producer_id
                 self.builder.producer_epoch = producer_epoch
                 self.builder.base_sequence = base_sequence
-            self.payload = self.builder.build()
+            self.payload = self._seal_in_place()
+            if self.payload is None:
+                self.payload = self.builder.build()
             self.builder = None
         elif producer_id >= 0 and (self.sequence_epoch != (producer_id, producer_epoch)
                                    or base_sequence != self.base_sequence):
-            self.payload = restamp(self.payload, producer_id, producer_epoch, base_sequence)
+            records = self.payload
+            self.payload = restamp(records, producer_id, producer_epoch, base_sequence)
+            if type(records) is MemoryRecords:  # the bytes were copied: the memory can go
+                (<MemoryRecords>records).release()
         if producer_id >= 0:
             self.base_sequence = base_sequence
             self.sequence_epoch = (producer_id, producer_epoch)
         return self.payload
+
+    cdef object _seal_in_place(self):
+        """An uncompressed batch still in its pool memory: sealed there and handed over as
+        MemoryRecords (no copy), else None."""
+        cdef RecordBatchBuilder b = self.builder
+        cdef MemoryRecords records
+        cdef Py_ssize_t n
+        if self.mem == NULL or b.codec != 0 or b.buf != self.mem or b.count == 0:
+            return None
+        if b.pos >= SEAL_NOGIL_MIN:
+            with nogil:
+                n = b.seal()
+        else:
+            n = b.seal()
+        records = MemoryRecords.__new__(MemoryRecords)
+        records.pool, records.mem, records.mem_size, records.size = \
+            self.pool, self.mem, self.mem_size, n
+        self.mem = NULL
+        return records
 
     @property
     def has_sequence(self):

@@ -204,10 +204,10 @@ def test_interleaved_with_send_offsets_and_counts(k):
     b = sp.send("t", b"b", partition=2)
     batches = _drain_all(acc)
     assert not fut.is_done
-    _complete(acc, batches)
+    assert [r[1] for r in _records(batches)[2]] == [b"a", b"x", b"z", b"b"]
+    _complete(acc, batches)  # (the payloads' pool memory is gone after this)
     assert fut.get(0).partition_counts == {2: 2, 3: 1}
     assert a.get(0).offset == 0 and b.get(0).offset == 3
-    assert [r[1] for r in _records(batches)[2]] == [b"a", b"x", b"z", b"b"]
 
 
 def test_too_large_records_fail_by_index_and_the_rest_go(k):
@@ -235,8 +235,8 @@ def test_failed_batches_map_back_to_record_indices(k):
     failed = set()
     for j, b in enumerate(batches):
         if j % 3 == 0:
-            acc.complete(b, error=boom)
             failed.update(int(r[1]) for r in _records([b])[b.topic_partition.partition])
+            acc.complete(b, error=boom)
         elif j % 3 == 1:
             acc.complete(b, base_offset=0)
         else:  # only the second record of the batch failed (the broker's record_errors)
