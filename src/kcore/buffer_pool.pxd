@@ -25,6 +25,9 @@ cdef enum:
     BP_INTERRUPTED = 5    # only from the Python-level allocate: a signal handler raised
     BP_WOULD_BLOCK = 6    # internal (_try_now): must queue
 
+cdef enum:
+    BP_SPARES = 16        # free non-slab buffers kept (their bytes still count as free)
+
 # One blocked caller: lives on its own stack, linked into the pool's FIFO.
 ctypedef struct bp_waiter:
     kc_cond_t cond
@@ -41,6 +44,10 @@ cdef class BufferPool:
     cdef uint8_t** free_list         # stack of free slabs, grown on demand
     cdef Py_ssize_t nfree
     cdef Py_ssize_t free_cap
+    cdef uint8_t* spare_mem[BP_SPARES]    # free buffers of other sizes (grown batches), oldest
+    cdef Py_ssize_t spare_size[BP_SPARES]  # first, kept for a request of the same size
+    cdef Py_ssize_t nspare
+    cdef Py_ssize_t spare_bytes
     cdef bp_waiter* head             # FIFO of blocked callers; only the head takes memory
     cdef bp_waiter* tail
     cdef Py_ssize_t nwaiters
@@ -57,6 +64,7 @@ cdef class BufferPool:
     cdef int _try_now(self, Py_ssize_t size, uint8_t** out) noexcept nogil
     cdef int _finish(self, uint8_t* mem, Py_ssize_t size, uint8_t** out) noexcept nogil
     cdef bint _take_now(self, Py_ssize_t size, uint8_t** slab) noexcept nogil
+    cdef bint _take_spare(self, Py_ssize_t size, uint8_t** mem) noexcept nogil
     cdef void _free_up(self, Py_ssize_t size) noexcept nogil
     cdef void _wake_head(self) noexcept nogil
 

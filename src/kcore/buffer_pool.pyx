@@ -1,6 +1,8 @@
 """Bounded memory pool for record batches, after the Java producer's BufferPool.
 
-total_bytes of memory: a free list of slab_bytes-sized blocks plus a non-pooled remainder.
+total_bytes of memory: a free list of slab_bytes-sized blocks, a few spare buffers of larger
+sizes (a batch that grew gives its buffer back; the next one reuses it without fresh pages),
+plus a non-pooled remainder.
 Callers that find too little memory wait in a FIFO queue (each on its own condition, without
 the GIL) for at most max_block_ms; only the first waiter takes memory as it is released.
 """
@@ -76,31 +78,60 @@ cdef class BufferPool:
             for i in range(self.nfree):
                 free(self.free_list[i])
             free(self.free_list)
+        for i in range(self.nspare):
+            free(self.spare_mem[i])
         if self.lock_ok:
             kc_mutex_destroy(&self.lock)
 
     # -- C level (lock held by the caller for the helpers) --------------------------------
 
     cdef void _free_up(self, Py_ssize_t size) noexcept nogil:
-        # Java's freeUp: turn free slabs into non-pooled memory until size is covered.
+        # Java's freeUp: turn spares, then free slabs, into non-pooled memory until size is
+        # covered.
+        cdef Py_ssize_t i
+        while self.nspare > 0 and self.nonpooled < size:
+            free(self.spare_mem[0])
+            self.nonpooled += self.spare_size[0]
+            self.spare_bytes -= self.spare_size[0]
+            self.nspare -= 1
+            for i in range(self.nspare):
+                self.spare_mem[i] = self.spare_mem[i + 1]
+                self.spare_size[i] = self.spare_size[i + 1]
         while self.nfree > 0 and self.nonpooled < size:
             self.nfree -= 1
             free(self.free_list[self.nfree])
             self.nonpooled += self.slab_size
+
+    cdef bint _take_spare(self, Py_ssize_t size, uint8_t** mem) noexcept nogil:
+        # A spare of exactly size bytes (the newest), reused as it is: no fresh pages.
+        cdef Py_ssize_t i = self.nspare - 1, j
+        while i >= 0 and self.spare_size[i] != size:
+            i -= 1
+        if i < 0:
+            return False
+        mem[0] = self.spare_mem[i]
+        self.spare_bytes -= size
+        self.nspare -= 1
+        for j in range(i, self.nspare):
+            self.spare_mem[j] = self.spare_mem[j + 1]
+            self.spare_size[j] = self.spare_size[j + 1]
+        return True
 
     cdef bint _take_now(self, Py_ssize_t size, uint8_t** slab) noexcept nogil:
         if size == self.slab_size and self.nfree > 0:
             self.nfree -= 1
             slab[0] = self.free_list[self.nfree]
             return True
-        if self.nonpooled + self.nfree * self.slab_size >= size:
+        if size != self.slab_size and self._take_spare(size, slab):
+            return True
+        if self.nonpooled + self.nfree * self.slab_size + self.spare_bytes >= size:
             self._free_up(size)
             self.nonpooled -= size
             return True
         return False
 
     cdef void _wake_head(self) noexcept nogil:
-        if self.head != NULL and (self.nonpooled > 0 or self.nfree > 0):
+        if self.head != NULL and (self.nonpooled > 0 or self.nfree > 0 or self.nspare > 0):
             kc_cond_signal(&self.head.cond)
 
     cdef int acquire_raw(self, Py_ssize_t size, double max_block_ms, uint8_t** out) noexcept nogil:
@@ -232,6 +263,12 @@ cdef class BufferPool:
             self.free_list[self.nfree] = mem
             self.nfree += 1
             mem = NULL
+        elif size > self.slab_size and self.nspare < BP_SPARES and self.head == NULL:
+            self.spare_mem[self.nspare] = mem
+            self.spare_size[self.nspare] = size
+            self.nspare += 1
+            self.spare_bytes += size
+            mem = NULL
         else:
             self.nonpooled += size
         if self.head != NULL:
@@ -329,7 +366,7 @@ cdef class BufferPool:
     def available_memory(self):
         """Free bytes, pooled slabs included."""
         kc_mutex_lock(&self.lock)
-        n = self.nonpooled + self.nfree * self.slab_size
+        n = self.nonpooled + self.nfree * self.slab_size + self.spare_bytes
         kc_mutex_unlock(&self.lock)
         return n
 
@@ -341,6 +378,14 @@ cdef class BufferPool:
     @property
     def free_slabs(self):
         return self.nfree
+
+    @property
+    def spare_buffers(self):
+        """Sizes of the free larger buffers kept for reuse, oldest first."""
+        kc_mutex_lock(&self.lock)
+        sizes = [self.spare_size[i] for i in range(self.nspare)]
+        kc_mutex_unlock(&self.lock)
+        return sizes
 
     @property
     def waiters(self):

@@ -62,10 +62,50 @@ def test_allocate_slab_and_fresh_memory(k):
     assert pool.available_memory == 650 and pool.unallocated_memory == 650
     pool.deallocate(a)  # slab size: kept in the free list
     assert (pool.available_memory, pool.unallocated_memory, pool.free_slabs) == (750, 650, 1)
-    pool.deallocate(b)  # other sizes: back to the non-pooled memory
-    assert (pool.available_memory, pool.unallocated_memory, pool.free_slabs) == (1000, 900, 1)
+    pool.deallocate(b)  # larger sizes: kept as a spare, still free memory
+    assert (pool.available_memory, pool.unallocated_memory, pool.free_slabs) == (1000, 650, 1)
+    assert pool.spare_buffers == [250]
     assert len(a) == 0 and len(b) == 0 and memoryview(a).nbytes == 0  # emptied
     assert pool.waiters == 0 and pool.queued() == 0
+
+
+def test_spare_buffers_are_reused_then_given_up(k):
+    pool = k.BufferPool(1000, 100)
+    a, b = pool.allocate(400, 0), pool.allocate(200, 0)
+    where = address(a)
+    pool.deallocate(a)
+    pool.deallocate(b)
+    assert pool.spare_buffers == [400, 200] and pool.unallocated_memory == 400
+    c = pool.allocate(400, 0)  # the same size: the spare itself
+    if not k.pure:
+        assert address(c) == where
+    assert pool.spare_buffers == [200] and pool.available_memory == 600
+    d = pool.allocate(500, 0)  # another size: spares become memory before it waits
+    assert pool.spare_buffers == [] and pool.available_memory == 100
+    e = pool.allocate(50, 0)   # smaller than a slab: never kept
+    for buf in (c, d, e):
+        pool.deallocate(buf)
+    assert pool.spare_buffers == [400, 500] and pool.available_memory == 1000
+    assert pool.allocate(1000, 0) is not None  # the whole pool, through the spares
+
+
+def test_at_most_16_spares_and_none_while_a_caller_waits(k):
+    pool = k.BufferPool(10_000, 10)
+    bufs = [pool.allocate(200 + i, 0) for i in range(20)]
+    for buf in bufs:
+        pool.deallocate(buf)
+    assert pool.spare_buffers == [200 + i for i in range(16)]
+    assert pool.available_memory == 10_000
+    big = pool.allocate(9_000, 0)
+    held = pool.allocate(800, 0)
+    waiter = threading.Thread(target=lambda: pool.deallocate(pool.allocate(900, 5000)))
+    waiter.start()
+    while pool.waiters == 0:
+        time.sleep(0.001)
+    pool.deallocate(held)  # a caller waits: the memory goes to it, not to a spare
+    waiter.join()
+    assert pool.spare_buffers == [900] and pool.available_memory == 1000
+    pool.deallocate(big)
 
 
 def test_pooled_slab_is_reused(k):

@@ -3,7 +3,8 @@
 Same accounting and FIFO waiting (a threading.Condition per waiter, queued in a deque; only
 the first waiter takes memory). Buffers are fixed-size bytearrays; their export tracking comes
 from CPython itself (a bytearray cannot be resized while a memoryview uses it). Freed slabs are
-counted, and a recycled slab is a fresh zeroed bytearray (contents are unspecified anyway).
+counted, as are the spare buffers of larger sizes the compiled pool keeps for reuse; a
+recycled one is a fresh zeroed bytearray (contents are unspecified anyway).
 """
 import threading
 from collections import deque
@@ -13,6 +14,8 @@ from time import monotonic
 from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
 
 __all__ = ["BufferPool", "PoolBuffer"]
+
+SPARES = 16  # free non-slab buffers kept for reuse (their bytes still count as free)
 
 
 def _check_ms(max_block_ms):
@@ -66,6 +69,7 @@ class BufferPool:
         self._slab = slab_bytes
         self._nonpooled = total_bytes  # free bytes not held as slabs
         self._nfree = 0                # free slabs
+        self._spares = []              # sizes of free non-slab buffers kept (oldest first)
         self._lock = threading.Lock()
         self._waiters = deque()        # one Condition per blocked caller, FIFO
         self._closed = False
@@ -79,6 +83,8 @@ class BufferPool:
         return self._slab
 
     def _free_up(self, size):
+        while self._nonpooled < size and self._spares:
+            self._nonpooled += self._spares.pop(0)
         if self._nonpooled < size and self._nfree:
             n = min(self._nfree, -(-(size - self._nonpooled) // self._slab))
             self._nfree -= n
@@ -89,14 +95,17 @@ class BufferPool:
         if size == self._slab and self._nfree:
             self._nfree -= 1
             return True
-        if self._nonpooled + self._nfree * self._slab >= size:
+        if size != self._slab and size in self._spares:  # the newest of that size
+            del self._spares[len(self._spares) - 1 - self._spares[::-1].index(size)]
+            return True
+        if self._nonpooled + self._nfree * self._slab + sum(self._spares) >= size:
             self._free_up(size)
             self._nonpooled -= size
             return True
         return False
 
     def _wake_head(self):
-        if self._waiters and (self._nonpooled > 0 or self._nfree > 0):
+        if self._waiters and (self._nonpooled > 0 or self._nfree > 0 or self._spares):
             self._waiters[0].notify()
 
     def allocate(self, size, max_block_ms):
@@ -176,7 +185,7 @@ class BufferPool:
                         "Failed to allocate %d bytes within the configured max blocking time "
                         "%s ms. Total memory: %d bytes. Available memory: %d bytes. Poolable "
                         "size: %d bytes" % (size, max_block_ms, self._total,
-                                            self._nonpooled + self._nfree * self._slab,
+                                            self._available(),
                                             self._slab))
                 me.wait(left)
         except BaseException:
@@ -208,6 +217,8 @@ class BufferPool:
             buf._released = True
             if size == self._slab and self._nfree < self._total // self._slab:
                 self._nfree += 1
+            elif size > self._slab and len(self._spares) < SPARES and not self._waiters:
+                self._spares.append(size)  # a grown batch's size: kept for the next one
             else:
                 self._nonpooled += size
             if self._waiters:
@@ -224,7 +235,10 @@ class BufferPool:
     def available_memory(self):
         """Free bytes, pooled slabs included."""
         with self._lock:
-            return self._nonpooled + self._nfree * self._slab
+            return self._available()
+
+    def _available(self):
+        return self._nonpooled + self._nfree * self._slab + sum(self._spares)
 
     @property
     def unallocated_memory(self):
@@ -234,6 +248,12 @@ class BufferPool:
     @property
     def free_slabs(self):
         return self._nfree
+
+    @property
+    def spare_buffers(self):
+        """Sizes of the free larger buffers kept for reuse, oldest first."""
+        with self._lock:
+            return list(self._spares)
 
     @property
     def waiters(self):
