@@ -45,7 +45,7 @@ cdef class ProducerBatch:
     cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept
     cdef void release_memory(self) noexcept
     cdef object _seal_in_place(self)
-    # A record of at most size bytes did not fit: move to a bigger slab from the pool (double,
+    # A record of at most size bytes did not fit: move to a bigger slab from the pool (GROWTH times,
     # capped at max_size) without waiting. 1 if it did (the record fits now), else 0.
     cdef int grow(self, Py_ssize_t size) except -1
     # Closed, or batch_size bytes written (sendable; it may still grow while open).

@@ -153,7 +153,7 @@ cdef class ProducerBatch:
         written = b.pos
         if written + size > self.max_size:
             return 0
-        cap = self.mem_size * 2
+        cap = self.mem_size * GROWTH
         if cap < written + size:
             cap = written + size
         if cap > self.max_size:

@@ -5,7 +5,7 @@ import threading
 from kcore.pure.crc import crc32c
 from kcore.pure.future import FutureRecordMetadata, ProduceRequestResult
 from kcore.pure.record_batch_builder import RecordBatchBuilder
-from kcore.shared.producer_batch import (BATCH_HEADER, _TOLD, _report_segments,
+from kcore.shared.producer_batch import (BATCH_HEADER, GROWTH, _TOLD, _report_segments,
                                          _split_in_halves, piece_errors,
                                          record_size_upper_bound)
 
@@ -77,14 +77,15 @@ class ProducerBatch:
 
     def grow(self, size):
         """A record of at most size bytes did not fit: take a bigger buffer from the pool
-        (double, capped at max_size) without waiting. True if it did (the record fits now)."""
+        (GROWTH times its size, capped at max_size) without waiting. True if it did (the
+        record fits now)."""
         builder, memory = self.builder, self.memory
         if self.closed or memory is None or builder is None or self.result.is_done:
             return False
         written = builder.size_in_bytes()
         if written + size > self.max_size:
             return False
-        cap = min(max(2 * len(memory), written + size), self.max_size)
+        cap = min(max(GROWTH * len(memory), written + size), self.max_size)
         with _MEMORY_LOCK:
             if self.memory is not memory:  # given back meanwhile
                 return False
