@@ -22,6 +22,8 @@ from operator import index
 
 import cramjam
 
+include "shared/lz4_frame.py"
+
 from pyprod.errors import IllegalStateError, UnsupportedCodecError
 
 cdef extern from "Python.h":
@@ -397,11 +399,7 @@ cdef object _compress(int codec, object data):
     if codec == 1:
         return cramjam.gzip.compress(data)
     if codec == 3:
-        # LZ4 frame; Kafka needs independent blocks (KIP-57), no content checksum as Java;
-        # fast mode as kafka-python and librdkafka (Java >= 3.8 defaults to HC level 9)
-        lz4 = cramjam.lz4.Compressor(level=0, block_linked=False, content_checksum=False)
-        lz4.compress(bytes(data))   # the streaming API takes no memoryview
-        return lz4.finish()
+        return lz4_frame(data)
     if codec == 4:
         return cramjam.zstd.compress(data, level=ZSTD_LEVEL)
     # snappy, xerial framing: magic header, then [int32 length][raw block] per 32 KiB of input

@@ -51,9 +51,10 @@ def test_a_view_in_use_keeps_the_memory_past_completion(k):
     assert pool.available_memory == pool.total_memory
 
 
-def test_compressed_batches_are_copied_out(k):
+def test_compressed_batches_give_the_pool_memory_back_when_built(k):
     acc, _, batches = _drained(k, compression_type="lz4")
     assert all(isinstance(b.payload, bytes) for b in batches)
+    assert acc.pool.available_memory == acc.pool.total_memory  # before completion
     assert _values(batches) == [b"%06d" % i + b"v" * 100 for i in range(50)]
     for batch in batches:
         acc.complete(batch)

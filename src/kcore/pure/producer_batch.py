@@ -130,8 +130,11 @@ class ProducerBatch:
         the producer id changed in between."""
         self.closed = True
         if self.payload is None:
+            compressed = self.builder._codec != 0
             self.payload = self.builder.build()
             self.builder = None
+            if compressed:  # sent from its own bytes: the records' pool memory can go now
+                self.release_memory()
         if producer_id >= 0:
             self.payload = restamp(self.payload, producer_id, producer_epoch, base_sequence)
             self.base_sequence = base_sequence

@@ -6,6 +6,7 @@ from operator import index
 import cramjam
 
 from kcore.pure.crc import crc32c
+from kcore.shared.lz4_frame import lz4_frame
 from kcore.pure.varint import encode_varint
 from pyprod.errors import IllegalStateError, UnsupportedCodecError
 
@@ -105,11 +106,7 @@ def _compress(codec, data):
     if codec == 2:
         return _xerial_snappy(data)
     if codec == 3:
-        # LZ4 frame; Kafka needs independent blocks (KIP-57), no content checksum as Java;
-        # fast mode as kafka-python and librdkafka (Java >= 3.8 defaults to HC level 9)
-        lz4 = cramjam.lz4.Compressor(level=0, block_linked=False, content_checksum=False)
-        lz4.compress(data)
-        return bytes(lz4.finish())
+        return lz4_frame(data)
     return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
 
 
