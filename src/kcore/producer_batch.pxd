@@ -45,11 +45,16 @@ cdef class ProducerBatch:
     cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept
     cdef void release_memory(self) noexcept
     cdef object _seal_in_place(self)
-    # A record of at most size bytes did not fit: move to a bigger slab from the pool (GROWTH times,
-    # capped at max_size) without waiting. 1 if it did (the record fits now), else 0.
+    # A record of at most size bytes did not fit: move to a bigger slab from the pool (GROWTH
+    # times, else twice, capped at max_size) without waiting. 1 if it did (the record fits
+    # now), else 0.
     cdef int grow(self, Py_ssize_t size) except -1
     # Closed, or batch_size bytes written (sendable; it may still grow while open).
     cdef bint is_full_c(self) noexcept
+    # Closed, or max_size bytes written: done growing (sendable to a node already busy).
+    cdef bint is_grown_c(self) noexcept
+    # Moved to a bigger buffer and still open: it takes more records where it is.
+    cdef bint is_growing_c(self) noexcept
     # The writer that set ``appending`` is done (frees the memory if it completed meanwhile).
     cdef void end_append(self) noexcept
     # Note records of a send_batch call (see add_segment); False if the batch completed.

@@ -159,7 +159,9 @@ cdef class ProducerBatch:
         if cap > self.max_size:
             cap = self.max_size
         if self.pool._try_now(cap, &mem) != BP_OK:  # never waits: else the batch is full
-            return 0
+            cap = self.mem_size * 2 if self.mem_size * 2 < cap else cap  # a smaller step
+            if cap < written + size or self.pool._try_now(cap, &mem) != BP_OK:
+                return 0
         if b.move_to(mem, cap) < 0:
             self.pool.release_raw(mem, cap)
             return 0
@@ -173,6 +175,22 @@ cdef class ProducerBatch:
     def is_full(self):
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
         return self.is_full_c()
+
+    cdef bint is_growing_c(self) noexcept:
+        cdef RecordBatchBuilder b = self.builder
+        return not self.closed and b is not None and b.max_size > self.batch_size and \
+            b.pos < self.max_size
+
+    def is_growing(self):
+        """Moved to a bigger buffer and still open: it takes more records where it is."""
+        return self.is_growing_c()
+
+    cdef bint is_grown_c(self) noexcept:
+        return self.closed or self.builder is None or self.builder.pos >= self.max_size
+
+    def is_grown(self):
+        """Done growing: closed, or max_size bytes written (sendable to a busy node)."""
+        return self.is_grown_c()
 
     cdef void end_append(self) noexcept:
         self.appending = False

@@ -40,7 +40,9 @@ cdef class RecordAccumulator:
     cdef tuple _append(self, object dq, object tp, int64_t ts, object key, object value,
                        bytes hbytes, int32_t hcount, int64_t header_size, Py_ssize_t size,
                        double max_block_ms, bint abort_on_new_batch)
-    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now)
+    # The head batch of dq may go, backoff aside (full, or grown if busy; lingered; pressed).
+    cdef bint _sendable(self, object dq, int64_t now, bint busy) except -1
+    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now, bint busy)
 
 
 # The error for a pool result other than BP_OK.

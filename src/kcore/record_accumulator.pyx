@@ -106,7 +106,8 @@ cdef class RecordAccumulator:
         cdef BuiltInPartitioner partitioner = info.partitioner
         if partitioner._add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).is_full_c():  # all full
+            if not dq or len(dq) > 1 or ((<ProducerBatch>dq[-1]).is_full_c() and
+                                         not (<ProducerBatch>dq[-1]).is_growing_c()):
                 partitioner._switch_from(partition)
         return 0
 
@@ -187,12 +188,10 @@ cdef class RecordAccumulator:
         return batch
 
     # -- the Sender thread: as the twin, over a snapshot (callers may add topics meanwhile) --
-    def ready(self, cluster, int64_t now):
+    def ready(self, cluster, int64_t now, busy=()):
         cdef ProducerBatch batch
         cdef int64_t waited, wait
-        cdef bint backing_off, sendable
-        cdef bint exhausted = self.pool.nwaiters > 0
-        cdef bint forced = self._closed or self._flushes > 0
+        cdef bint backing_off
         ready, unknown = set(), set()
         next_delay = float("inf")
         leader_for = cluster.leader_for_partition
@@ -209,23 +208,28 @@ cdef class RecordAccumulator:
             waited = now - batch.last_attempt_ms
             backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms
             wait = self.retry_backoff_ms if backing_off else self.linger_ms
-            sendable = (len(dq) > 1 or batch.is_full_c() or waited >= wait or exhausted
-                        or forced)
-            if sendable and not backing_off:
+            if self._sendable(dq, now, leader in busy) and not backing_off:
                 ready.add(leader)
             elif max(wait - waited, 0) < next_delay:
                 next_delay = max(wait - waited, 0)
         return ReadyCheckResult(ready, next_delay, unknown)
 
-    def drain(self, cluster, nodes, max_request_size, int64_t now):
+    cdef bint _sendable(self, object dq, int64_t now, bint busy) except -1:
+        cdef ProducerBatch batch = dq[0]
+        cdef bint full = batch.is_grown_c() if busy else batch.is_full_c()
+        return (len(dq) > 1 or full or now - batch.last_attempt_ms >= self.linger_ms
+                or self.pool.nwaiters > 0 or self._closed or self._flushes > 0)
+
+    def drain(self, cluster, nodes, max_request_size, int64_t now, busy=()):
         leader_for = cluster.leader_for_partition
         by_node = collections.defaultdict(list)
         for tp in list(self._deques):
             by_node[leader_for(tp)].append(tp)
-        return {node: self._drain_node(by_node.get(node, ()), max_request_size, now)
+        return {node: self._drain_node(by_node.get(node, ()), max_request_size, now,
+                                       node in busy)
                 for node in nodes}
 
-    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now):
+    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now, bint busy):
         cdef ProducerBatch first
         cdef Py_ssize_t size = 0, start, n = len(parts)
         cdef list batches = []
@@ -242,6 +246,8 @@ cdef class RecordAccumulator:
                 continue
             if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff_ms:
                 continue
+            if busy and first.attempts == 0 and not self._sendable(dq, now, True):
+                continue  # it grows meanwhile
             if self.tm is not None and not self.tm.can_drain(first):
                 continue
             if batches and size + first.estimated_size() > max_size:

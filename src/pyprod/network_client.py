@@ -188,6 +188,10 @@ class NetworkClient:
             return 0 if conn is None else len(conn.in_flight)
         return sum(len(c.in_flight) for c in self._conns.values())
 
+    def busy_nodes(self):
+        """The nodes with requests in flight."""
+        return {node for node, conn in self._conns.items() if conn.in_flight}
+
     def has_in_flight(self, node_id=None):
         return self.in_flight_request_count(node_id) > 0
 

@@ -128,7 +128,8 @@ class Sender(threading.Thread):
 
     def _send_producer_data(self, now):
         cluster = self.metadata.cluster
-        result = self.accumulator.ready(cluster, now)
+        busy = self.client.busy_nodes()
+        result = self.accumulator.ready(cluster, now, busy)
         if result.unknown_leader_topics:
             for topic in result.unknown_leader_topics:
                 self.metadata.add_topic(topic)
@@ -147,7 +148,7 @@ class Sender(threading.Thread):
                       self._next_deadline_delay(now))
         if not ready:
             return max(0, timeout)
-        batches = self.accumulator.drain(cluster, ready, self.max_request_size, now)
+        batches = self.accumulator.drain(cluster, ready, self.max_request_size, now, busy)
         sent = False
         for node, node_batches in batches.items():
             if node_batches:

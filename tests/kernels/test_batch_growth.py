@@ -109,6 +109,26 @@ def test_sendable_at_batch_size(k):
     _complete(acc, _drain_all(acc))
 
 
+def test_a_busy_node_gets_grown_or_lingered_batches(k):
+    # requests in flight to the leader: a batch waits past batch_size until it has grown to
+    # batch_max_size, lingered, or a newer batch closed it; an idle leader gets it at once
+    acc, sp, _ = _paths(k, batch_size=1024, batch_max_size=4096, linger_ms=50)
+    cluster = FakeMetadata().cluster
+    dq = acc.topic_info("t").deques[0]
+    _send(sp, 12)  # about 1.4 KB: past batch_size, open
+    batch = dq[0]
+    t0 = batch.last_attempt_ms
+    assert batch.is_full() and not batch.is_grown()
+    assert acc.ready(cluster, t0).ready_nodes == {0}
+    busy = acc.ready(cluster, t0, {0})
+    assert busy.ready_nodes == set() and busy.next_ready_check_delay_ms == 50
+    assert acc.ready(cluster, t0 + 50, {0}).ready_nodes == {0}  # lingered
+    _send(sp, 40, start=12)  # over 4 KB: this batch is closed, a new one opens
+    assert batch.is_grown() and len(dq) == 2
+    assert acc.ready(cluster, t0, {0}).ready_nodes == {0}
+    _complete(acc, _drain_all(acc))
+
+
 def test_drained_batch_never_grows(k):
     acc, sp, _ = _paths(k, batch_size=1024, batch_max_size=8192)
     _send(sp, 5)

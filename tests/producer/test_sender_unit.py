@@ -105,6 +105,9 @@ class FakeClient:
     def in_flight_request_count(self, node=None):
         return len(self.requests)
 
+    def busy_nodes(self):
+        return {0} if self.requests else set()
+
     def close(self):
         pass
 

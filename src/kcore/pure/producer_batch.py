@@ -77,8 +77,8 @@ class ProducerBatch:
 
     def grow(self, size):
         """A record of at most size bytes did not fit: take a bigger buffer from the pool
-        (GROWTH times its size, capped at max_size) without waiting. True if it did (the
-        record fits now)."""
+        (GROWTH times its size, else twice, capped at max_size) without waiting. True if it
+        did (the record fits now)."""
         builder, memory = self.builder, self.memory
         if self.closed or memory is None or builder is None or self.result.is_done:
             return False
@@ -90,6 +90,9 @@ class ProducerBatch:
             if self.memory is not memory:  # given back meanwhile
                 return False
             bigger = self.pool.try_allocate(cap)  # never waits: else the batch is full
+            if bigger is None and min(2 * len(memory), cap) >= written + size:
+                cap = min(2 * len(memory), cap)  # a smaller step
+                bigger = self.pool.try_allocate(cap)
             if bigger is None:
                 return False
             self.memory = bigger
@@ -101,6 +104,17 @@ class ProducerBatch:
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
         return self.closed or self.builder is None or \
             self.builder.size_in_bytes() >= self.batch_size
+
+    def is_growing(self):
+        """Moved to a bigger buffer and still open: it takes more records where it is."""
+        builder = self.builder
+        return not self.closed and builder is not None and \
+            builder._max_size > self.batch_size and builder.size_in_bytes() < self.max_size
+
+    def is_grown(self):
+        """Done growing: closed, or max_size bytes written (sendable to a busy node)."""
+        return self.closed or self.builder is None or \
+            self.builder.size_in_bytes() >= self.max_size
 
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""

@@ -91,11 +91,12 @@ class RecordAccumulator:
     def update_partition_info(self, info, partition, appended_bytes):
         """After a null-key append: tell the topic's partitioner, which switches once
         batch_size bytes went to the partition and its batches are all full (Java's
-        enableSwitch)."""
+        enableSwitch); a batch that grows past batch_size (a busy producer) keeps it until
+        it has grown, so a busy producer fills fewer, larger batches."""
         partitioner = info.partitioner
         if partitioner.add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or dq[-1].is_full():
+            if not dq or len(dq) > 1 or (dq[-1].is_full() and not dq[-1].is_growing()):
                 partitioner.switch_from(partition)
 
     # -- caller threads ---------------------------------------------------------------------
@@ -154,11 +155,12 @@ class RecordAccumulator:
         return future, not was_full and last.is_full()
 
     # -- the Sender thread ------------------------------------------------------------------
-    def ready(self, cluster, now):
-        """The nodes with a sendable batch, and how long until the next one may be."""
+    def ready(self, cluster, now, busy=()):
+        """The nodes with a sendable batch, and how long until the next one may be. To a node
+        in busy (requests in flight) a batch goes once grown to batch_max_size or lingered, not
+        at batch_size: a busy producer sends fewer, larger batches (an idle one as Java)."""
         ready, unknown = set(), set()
         next_delay = float("inf")
-        exhausted = self.pool.waiters > 0
         with self._lock:
             for tp, dq in self._deques.items():
                 if not dq:
@@ -173,21 +175,28 @@ class RecordAccumulator:
                 waited = now - batch.last_attempt_ms
                 backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms
                 wait = self.retry_backoff_ms if backing_off else self.linger_ms
-                sendable = (len(dq) > 1 or batch.is_full() or waited >= wait or exhausted
-                            or self._closed or self._flushes > 0)
-                if sendable and not backing_off:
+                if self._sendable(dq, now, leader in busy) and not backing_off:
                     ready.add(leader)
                 else:
                     next_delay = min(next_delay, max(wait - waited, 0))
         return ReadyCheckResult(ready, next_delay, unknown)
 
-    def drain(self, cluster, nodes, max_request_size, now):
-        """{node: [batches]}: at most one batch per partition, up to max_request_size per node."""
+    def _sendable(self, dq, now, busy):
+        """The head batch of dq may go (backoff aside): a newer batch closed it, it is full
+        (grown to batch_max_size for a busy node), lingered, or memory or a flush presses."""
+        batch = dq[0]
+        full = batch.is_grown() if busy else batch.is_full()
+        return (len(dq) > 1 or full or now - batch.last_attempt_ms >= self.linger_ms
+                or self.pool.waiters > 0 or self._closed or self._flushes > 0)
+
+    def drain(self, cluster, nodes, max_request_size, now, busy=()):
+        """{node: [batches]}: at most one batch per partition, up to max_request_size per node.
+        For a node in busy, only batches sendable on their own (see ready)."""
         with self._lock:
-            return {node: self._drain_node(cluster, node, max_request_size, now)
+            return {node: self._drain_node(cluster, node, max_request_size, now, node in busy)
                     for node in nodes}
 
-    def _drain_node(self, cluster, node, max_size, now):
+    def _drain_node(self, cluster, node, max_size, now, busy=False):
         parts = [tp for tp in self._deques if cluster.leader_for_partition(tp) == node]
         if not parts:
             return []
@@ -203,6 +212,8 @@ class RecordAccumulator:
                 continue
             if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff_ms:
                 continue
+            if busy and first.attempts == 0 and not self._sendable(dq, now, True):
+                continue  # it grows meanwhile
             if self.tm is not None and not self.tm.can_drain(first):
                 continue
             if batches and size + first.estimated_size() > max_size:
