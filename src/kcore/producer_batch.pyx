@@ -252,8 +252,8 @@ cdef class ProducerBatch:
                 self.builder.producer_epoch = producer_epoch
                 self.builder.base_sequence = base_sequence
             self.payload = self._seal_in_place()
-            if self.payload is None:  # compressed: sent from its own bytes, so the records'
-                self.payload = self.builder.build()  # pool memory can go now
+            if self.payload is None:  # compressed (or off the pool): sent from its own
+                self.payload = self.builder.build()  # bytes, so the pool memory can go now
                 self.release_memory()
             self.builder = None
         elif producer_id >= 0 and (self.sequence_epoch != (producer_id, producer_epoch)

@@ -123,6 +123,9 @@ def test_a_busy_node_gets_grown_or_lingered_batches(k):
     busy = acc.ready(cluster, t0, {0})
     assert busy.ready_nodes == set() and busy.next_ready_check_delay_ms == 50
     assert acc.ready(cluster, t0 + 50, {0}).ready_nodes == {0}  # lingered
+    other = sp.send("t", b"y", partition=1)  # young and small, on the same node
+    assert acc.drain(cluster, {0}, 1 << 20, t0, {0})[0] == []  # the busy node waits
+    assert not other.is_done
     _send(sp, 40, start=12)  # over 4 KB: this batch is closed, a new one opens
     assert batch.is_grown() and len(dq) == 2
     assert acc.ready(cluster, t0, {0}).ready_nodes == {0}
