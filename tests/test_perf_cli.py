@@ -162,8 +162,7 @@ def test_tiny_run_against_kafka(kafka, topic, capsys):
     m, out, t0, t1 = _run(capsys, [
         "--bootstrap-servers", kafka.bootstrap_servers, "--topic", t, "--num-records", str(n),
         "--record-size", "50", "--throughput", "-1", "--acks", "1",
-        "--producer-config", "linger.ms=5", "batch.size=4096", "batch.max.size=4096",
-        "--no-progress", "--json"])  # batches that do not grow: the partition moves on at 4 KiB
+        "--producer-config", "linger.ms=5", "batch.size=4096", "--no-progress", "--json"])
     assert int(m.group(1)) == n and int(m.group(10)) == 64
     assert int(m.group(9)) == -(-n // 64)  # one sample per 64 records, the first included
     assert float(m.group(2)) > 0 and float(m.group(5)) <= float(m.group(6))

@@ -53,8 +53,6 @@ cdef class ProducerBatch:
     cdef bint is_full_c(self) noexcept
     # Closed, or max_size bytes written: done growing (sendable to a node already busy).
     cdef bint is_grown_c(self) noexcept
-    # Moved to a bigger buffer and still open: it takes more records where it is.
-    cdef bint is_growing_c(self) noexcept
     # The writer that set ``appending`` is done (frees the memory if it completed meanwhile).
     cdef void end_append(self) noexcept
     # Note records of a send_batch call (see add_segment); False if the batch completed.

@@ -176,15 +176,6 @@ cdef class ProducerBatch:
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
         return self.is_full_c()
 
-    cdef bint is_growing_c(self) noexcept:
-        cdef RecordBatchBuilder b = self.builder
-        return not self.closed and b is not None and b.max_size > self.batch_size and \
-            b.pos < self.max_size
-
-    def is_growing(self):
-        """Moved to a bigger buffer and still open: it takes more records where it is."""
-        return self.is_growing_c()
-
     cdef bint is_grown_c(self) noexcept:
         return self.closed or self.builder is None or self.builder.pos >= self.max_size
 

@@ -106,8 +106,7 @@ cdef class RecordAccumulator:
         cdef BuiltInPartitioner partitioner = info.partitioner
         if partitioner._add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or ((<ProducerBatch>dq[-1]).is_full_c() and
-                                         not (<ProducerBatch>dq[-1]).is_growing_c()):
+            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).is_full_c():  # all full
                 partitioner._switch_from(partition)
         return 0
 

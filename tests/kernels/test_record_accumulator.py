@@ -65,7 +65,7 @@ def test_batches_are_byte_identical_in_both(both):
 def test_keyed_and_sticky_partitioning(k):
     from kafka.partitioner.default import murmur2
 
-    acc, sp, wakeups = _path(k, batch_size=1024, batch_max_size=1024)  # no growth: Java's
+    acc, sp, wakeups = _path(k, batch_size=1024)
     keys = [b"key-%d" % i for i in range(500)]
     keyed = [sp.send("t", b"v", key=key) for key in keys]
     sticky = [sp.send("t", b"x" * 100) for _ in range(2000)]
@@ -79,27 +79,6 @@ def test_keyed_and_sticky_partitioning(k):
     assert runs < len(parts) / 5  # ... but sticks for a while
     assert wakeups
 
-
-def test_sticky_partition_kept_while_its_batch_grows(k):
-    # busy (nothing drained): the sticky partition stays while its batch grows to
-    # batch_max_size, so a busy producer fills fewer, larger batches
-    acc, sp, _ = _path(k, batch_size=1024, batch_max_size=4096)
-    sp.send("t", b"x" * 100)
-    info = acc.topic_info("t")
-    kept = 0
-    for _ in range(400):
-        part = info.partitioner.sticky
-        dq = info.deques[part]
-        growing = len(dq) == 1 and dq[-1].is_growing()
-        sp.send("t", b"x" * 100)
-        if growing and not dq[-1].closed and len(dq) == 1:
-            assert info.partitioner.sticky == part  # past batch_size, still growing: kept
-            kept += 1
-    assert kept > 100
-    batches = _drain_all(acc)
-    assert max(len(b.payload) for b in batches) > 3000
-    for batch in batches:
-        acc.complete(batch, base_offset=0)
 
 def test_futures_complete_once_per_batch(k):
     acc, sp, _ = _path(k)

@@ -105,12 +105,6 @@ class ProducerBatch:
         return self.closed or self.builder is None or \
             self.builder.size_in_bytes() >= self.batch_size
 
-    def is_growing(self):
-        """Moved to a bigger buffer and still open: it takes more records where it is."""
-        builder = self.builder
-        return not self.closed and builder is not None and \
-            builder._max_size > self.batch_size and builder.size_in_bytes() < self.max_size
-
     def is_grown(self):
         """Done growing: closed, or max_size bytes written (sendable to a busy node)."""
         return self.closed or self.builder is None or \

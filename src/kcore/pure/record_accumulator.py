@@ -91,12 +91,11 @@ class RecordAccumulator:
     def update_partition_info(self, info, partition, appended_bytes):
         """After a null-key append: tell the topic's partitioner, which switches once
         batch_size bytes went to the partition and its batches are all full (Java's
-        enableSwitch); a batch that grows past batch_size (a busy producer) keeps it until
-        it has grown, so a busy producer fills fewer, larger batches."""
+        enableSwitch)."""
         partitioner = info.partitioner
         if partitioner.add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or (dq[-1].is_full() and not dq[-1].is_growing()):
+            if not dq or len(dq) > 1 or dq[-1].is_full():
                 partitioner.switch_from(partition)
 
     # -- caller threads ---------------------------------------------------------------------
