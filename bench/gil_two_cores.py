@@ -25,6 +25,7 @@ Prints a per-interval table and a summary; --json writes the figures.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -57,6 +58,26 @@ def _task_name(tid: int) -> str:
             return f.read().strip()
     except OSError:
         return str(tid)
+
+
+def _machine_cpu() -> float:
+    """Busy CPU seconds of the whole machine so far (/proc/stat), or nan."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return (sum(v) - v[3] - v[4]) / _TICK  # all but idle and iowait
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of another process (the broker) so far, or nan."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def _thread_clock(tid: int):
@@ -149,7 +170,8 @@ CLIENTS = {"pyprod": PyprodClient, "confluent": ConfluentClient}
 
 
 def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int = 0,
-            client: str = "pyprod", compression=None, api_version=None) -> dict:
+            client: str = "pyprod", compression=None, api_version=None,
+            broker_cpu=lambda: float("nan")) -> dict:
     before = _tasks()
     producer = CLIENTS[client](bootstrap, topic, compression, api_version)
     try:
@@ -161,7 +183,8 @@ def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int
 
         def sample(sent):
             samples.append({"sent": sent, "wall": time.perf_counter(), "cpu": time.process_time(),
-                            "caller": time.thread_time(),
+                            "caller": time.thread_time(), "broker": broker_cpu(),
+                            "machine": _machine_cpu(),
                             "threads": {tid: clk() for tid, (_, clk) in threads.items()}})
 
         sample(0)
@@ -185,7 +208,9 @@ def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int
         return {"wall_s": wall, "process_cpu_s": b["cpu"] - a["cpu"],
                 "caller_cpu_s": b["caller"] - a["caller"],
                 "thread_cpu_s": {f"{threads[t][0]} ({t})": v for t, v in thr.items()},
-                "cores_busy": (b["cpu"] - a["cpu"]) / wall if wall > 0 else 0.0}
+                "cores_busy": (b["cpu"] - a["cpu"]) / wall if wall > 0 else 0.0,
+                "broker_cpu_s": b["broker"] - a["broker"],
+                "machine_cores_busy": (b["machine"] - a["machine"]) / wall if wall > 0 else 0.0}
 
     return {
         "client": client, "records": n, "value_bytes": value_size, "compression": compression,
@@ -222,6 +247,8 @@ def report(r: dict) -> str:
         + ", ".join(f"{k} {v:.2f}s" for k, v in busiest)
         + f"); ~{r['acked_before_loop_end']:,} of {r['records']:,} records were acknowledged "
         "before the loop ended.",
+        f"Meanwhile the broker used {loop['broker_cpu_s'] / loop['wall_s']:.2f} cores and the "
+        f"whole machine {loop['machine_cores_busy']:.2f} of its {os.cpu_count()}.",
     ]
     return "\n".join(lines)
 
@@ -247,9 +274,11 @@ def main(argv=None) -> int:
     results = {}
     try:
         api_version = None
+        broker_cpu = lambda: float("nan")  # noqa: E731 (a broker given by address)
         if args.broker == "mock":
             from pyprod.testing.mock_cluster import MockCluster
             cluster = MockCluster(brokers=1).start()
+            broker_cpu = functools.partial(_process_cpu, cluster.pid)
             bootstrap = cluster.cluster_bootstraps()
             api_version = (2, 8)  # the mock's ApiVersions answer is partial
 
@@ -268,6 +297,7 @@ def main(argv=None) -> int:
             print("starting a 1-node Kafka broker ...", file=sys.stderr, flush=True)
             cluster = KafkaCluster(nodes=1).start()
             bootstrap = cluster.bootstrap_servers
+            broker_cpu = functools.partial(cluster.cpu_seconds, 0)
             import compare  # bench/compare.py: warm the broker's JIT up first
             broker = compare.Broker(bootstrap)
             broker.cluster = cluster
@@ -279,7 +309,8 @@ def main(argv=None) -> int:
             topic = f"gil-two-cores-{c}-{os.getpid()}"
             create(topic)
             results[c] = measure(bootstrap, topic, args.records, client=c,
-                                 compression=args.compression_type, api_version=api_version)
+                                 compression=args.compression_type, api_version=api_version,
+                                 broker_cpu=broker_cpu)
     finally:
         if cluster is not None:
             cluster.stop()
