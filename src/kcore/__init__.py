@@ -11,8 +11,8 @@ from importlib import import_module
 from types import SimpleNamespace
 
 KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel",
-           "future", "producer_batch", "builtin_partitioner", "record_accumulator", "send_path",
-           "batch_send", "selector", "produce_codec")
+           "future", "producer_batch", "transaction_manager", "builtin_partitioner",
+           "record_accumulator", "send_path", "batch_send", "selector", "produce_codec")
 EXTENSIONS = os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
 
 

@@ -1,0 +1,38 @@
+# TransactionManager (see transaction_manager.pyx): cimported by record_accumulator.
+from libc.stdint cimport int32_t, int64_t
+
+from kcore.producer_batch cimport ProducerBatch
+
+
+# One partition's sequence state under the current producer id (Java's TxnPartitionEntry).
+cdef class _Partition:
+    cdef int32_t next_sequence
+    cdef int64_t acked           # sequence after the last acknowledged batch; -1: none yet
+    cdef int64_t unwritten_from  # first sequence the broker has not written; -1: unknown
+    cdef list in_flight          # batches sorted by sequence
+
+
+cdef class TransactionManager:
+    cdef int64_t _producer_id
+    cdef int _producer_epoch
+    cdef tuple _epoch_key        # (producer id, epoch), as batches' sequence_epoch
+    cdef public int max_in_flight
+    cdef public int64_t resets
+    cdef public object fatal_error
+    cdef dict _partitions        # tp -> _Partition
+    cdef Py_ssize_t _in_flight_count
+    cdef bint _reset_pending
+    cdef set _waiting            # batches with sequences of this producer id waiting to retry
+
+    cdef _Partition _partition(self, object tp)
+    cdef bint _in_epoch(self, object batch) except -1
+    cdef bint _must_ask(self, object batch) except -1
+    cdef int _not_written(self, object batch) except -1
+    cdef int _request_reset(self) except -1
+    cdef bint _can_drain(self, object batch) except -1
+    cdef int _assign(self, object batch) except -1
+    cdef int _remove(self, object batch, bint acked) except -1
+    # For other kernels: as can_drain, assign and remove, reading the batch's C fields.
+    cdef bint can_drain_c(self, ProducerBatch batch) except -1
+    cdef int assign_c(self, ProducerBatch batch) except -1
+    cdef int remove_c(self, ProducerBatch batch, bint acked) except -1

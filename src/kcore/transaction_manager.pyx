@@ -1,0 +1,249 @@
+# cython: binding=False
+"""Compiled twin of kcore/pure/transaction_manager.py (see it for the design)."""
+from libc.stdint cimport int32_t, int64_t
+
+from kcore.producer_batch cimport ProducerBatch
+
+__all__ = ["TransactionManager", "SEQUENCE_MODULO"]
+
+SEQUENCE_MODULO = 1 << 31
+cdef int64_t MODULO = (<int64_t>1) << 31
+
+
+# A batch's fields: C fields of a compiled ProducerBatch, else attributes (the pure twin's).
+cdef inline int64_t _seq(object b) except? -2:
+    if isinstance(b, ProducerBatch):
+        return (<ProducerBatch>b).base_sequence
+    return b.base_sequence
+
+
+cdef inline int64_t _count(object b) except? -2:
+    if isinstance(b, ProducerBatch):
+        return (<ProducerBatch>b).record_count
+    return b.record_count
+
+
+cdef inline object _tp(object b):
+    if isinstance(b, ProducerBatch):
+        return (<ProducerBatch>b).topic_partition
+    return b.topic_partition
+
+
+cdef inline object _epoch(object b):
+    if isinstance(b, ProducerBatch):
+        return (<ProducerBatch>b).sequence_epoch
+    return b.sequence_epoch
+
+
+cdef class _Partition:
+    def __cinit__(self):
+        self.acked = self.unwritten_from = -1
+        self.in_flight = []
+
+
+cdef class TransactionManager:
+    def __init__(self, max_in_flight):
+        self._producer_id = self._producer_epoch = -1
+        self._epoch_key = (-1, -1)
+        self.max_in_flight = max_in_flight
+        self._partitions = {}
+        self._in_flight_count = 0
+        self._reset_pending = False
+        self._waiting = set()
+        self.resets = 0  # producer id resets so far (diagnostics and tests)
+        self.fatal_error = None
+
+    @property
+    def producer_id(self):
+        return self._producer_id
+
+    @producer_id.setter
+    def producer_id(self, int64_t value):
+        self._producer_id = value
+        self._epoch_key = (value, self._producer_epoch)
+
+    @property
+    def producer_epoch(self):
+        return self._producer_epoch
+
+    @producer_epoch.setter
+    def producer_epoch(self, int value):
+        self._producer_epoch = value
+        self._epoch_key = (self._producer_id, value)
+
+    cdef _Partition _partition(self, object tp):
+        cdef _Partition p = self._partitions.get(tp)
+        if p is None:
+            p = self._partitions[tp] = _Partition()
+        return p
+
+    # -- producer id -------------------------------------------------------------------------
+    def has_producer_id(self):
+        return self._producer_id >= 0 and not self._reset_pending
+
+    @property
+    def reset_pending(self):
+        return self._reset_pending
+
+    def needs_producer_id(self):
+        if self._producer_id < 0:
+            return True
+        if not self._reset_pending or self._in_flight_count:
+            return False
+        for b in self._waiting:
+            if self._must_ask(b):
+                return False
+        return True
+
+    cdef bint _must_ask(self, object batch) except -1:
+        if not self._in_epoch(batch):
+            return False
+        cdef _Partition p = self._partitions.get(_tp(batch))
+        return p is None or p.unwritten_from < 0 or _seq(batch) < p.unwritten_from
+
+    def not_written(self, batch):
+        self._not_written(batch)
+
+    cdef int _not_written(self, object batch) except -1:
+        cdef _Partition p
+        cdef int64_t seq
+        if self._in_epoch(batch):
+            p = self._partition(_tp(batch))
+            seq = _seq(batch)
+            if p.unwritten_from < 0 or seq < p.unwritten_from:
+                p.unwritten_from = seq
+        return 0
+
+    def waiting(self, batch):
+        if self._in_epoch(batch):
+            self._waiting.add(batch)
+
+    def set_producer_id(self, int64_t producer_id, int producer_epoch):
+        cdef _Partition p
+        self._producer_id, self._producer_epoch = producer_id, producer_epoch
+        self._epoch_key = (producer_id, producer_epoch)
+        # sequences restart; partitions with nothing in flight are forgotten
+        for tp in list(self._partitions):
+            p = self._partitions[tp]
+            if p.in_flight:
+                p.next_sequence = 0
+                p.acked = p.unwritten_from = -1
+            else:
+                del self._partitions[tp]
+        self._waiting.clear()
+        self._reset_pending = False
+
+    def bump_epoch(self):
+        if not self._reset_pending or self._producer_id < 0 or self._producer_epoch >= 0x7FFF:
+            return False
+        self.set_producer_id(self._producer_id, self._producer_epoch + 1)
+        return True
+
+    def request_reset(self):
+        self._request_reset()
+
+    cdef int _request_reset(self) except -1:
+        if not self._reset_pending and self._producer_id >= 0:
+            self.resets += 1
+        self._reset_pending = True
+        return 0
+
+    # -- sequences ---------------------------------------------------------------------------
+    def in_current_epoch(self, batch):
+        return self._in_epoch(batch)
+
+    cdef bint _in_epoch(self, object batch) except -1:
+        return _seq(batch) >= 0 and _epoch(batch) == self._epoch_key
+
+    def can_drain(self, batch):
+        return self._can_drain(batch)
+
+    cdef bint can_drain_c(self, ProducerBatch batch) except -1:
+        return self._can_drain(batch)
+
+    cdef bint _can_drain(self, object batch) except -1:
+        cdef _Partition p = self._partitions.get(_tp(batch))
+        cdef Py_ssize_t n = len(p.in_flight) if p is not None else 0
+        if self._reset_pending:  # only to ask about a batch of unknown fate, one at a time
+            return self._producer_id >= 0 and n == 0 and self._must_ask(batch)
+        if self._producer_id < 0:
+            return False
+        if n == 0:
+            return True
+        if n >= (self.max_in_flight if p.acked >= 0 else 1):
+            return False
+        if self._in_epoch(batch):
+            return _seq(p.in_flight[n - 1]) < _seq(batch)
+        return True
+
+    def assign(self, batch):
+        self._assign(batch)
+
+    cdef int assign_c(self, ProducerBatch batch) except -1:
+        return self._assign(batch)
+
+    cdef int _assign(self, object batch) except -1:
+        cdef _Partition p = self._partition(_tp(batch))
+        cdef int64_t seq
+        cdef Py_ssize_t i = 0, n
+        self._waiting.discard(batch)
+        if not self._in_epoch(batch):
+            seq = p.next_sequence
+            p.next_sequence = <int32_t>((seq + _count(batch)) % MODULO)
+            batch.build(self._producer_id, self._producer_epoch, seq)
+        seq = _seq(batch)
+        n = len(p.in_flight)
+        if n == 0 or _seq(p.in_flight[n - 1]) < seq:
+            p.in_flight.append(batch)
+        else:
+            while i < n and _seq(p.in_flight[i]) <= seq:
+                i += 1
+            p.in_flight.insert(i, batch)
+        self._in_flight_count += 1
+        return 0
+
+    def is_first_in_flight(self, batch):
+        cdef _Partition p = self._partitions.get(_tp(batch))
+        return p is not None and len(p.in_flight) > 0 and p.in_flight[0] is batch
+
+    def retry_out_of_order(self, batch):
+        cdef _Partition p
+        if self._reset_pending or not self._in_epoch(batch):
+            self._not_written(batch)
+            return True
+        p = self._partitions.get(_tp(batch))
+        return p is not None and p.acked >= 0 and _seq(batch) != p.acked
+
+    def remove(self, batch, acked=False):
+        self._remove(batch, acked)
+
+    cdef int remove_c(self, ProducerBatch batch, bint acked) except -1:
+        return self._remove(batch, acked)
+
+    cdef int _remove(self, object batch, bint acked) except -1:
+        cdef _Partition p = self._partitions.get(_tp(batch))
+        cdef int64_t end, ahead
+        cdef Py_ssize_t i
+        if acked and self._in_epoch(batch):
+            if p is None:
+                p = self._partition(_tp(batch))
+            end = (_seq(batch) + _count(batch)) % MODULO
+            ahead = (end - p.acked) % MODULO
+            if ahead < 0:
+                ahead += MODULO
+            # answers from two leaders may cross: keep the furthest (sequences wrap at 2**31)
+            if p.acked < 0 or 0 < ahead < MODULO // 2:
+                p.acked = end
+        if p is not None:
+            for i in range(len(p.in_flight)):
+                if p.in_flight[i] is batch:
+                    del p.in_flight[i]
+                    self._in_flight_count -= 1
+                    break
+        return 0
+
+    def failed(self, batch):
+        self._remove(batch, False)
+        self._waiting.discard(batch)
+        if self._in_epoch(batch):
+            self._request_reset()
