@@ -5,6 +5,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from kcore.buffer_pool cimport BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.producer_batch cimport ProducerBatch
+from kcore.transaction_manager cimport TransactionManager
 
 
 cdef class TopicInfo:
@@ -22,7 +23,8 @@ cdef class RecordAccumulator:
     cdef public int64_t linger_ms, retry_backoff_ms, delivery_timeout_ms
     cdef public object compression_type
     cdef public BufferPool pool
-    cdef public object metadata, tm
+    cdef public object metadata
+    cdef public TransactionManager tm  # idempotence's sequences, or None
     cdef public set muted
     cdef dict _topics, _deques
     cdef set _incomplete

@@ -247,7 +247,7 @@ cdef class RecordAccumulator:
                 continue
             if busy and first.attempts == 0 and not self._sendable(dq, now, True):
                 continue  # it grows meanwhile
-            if self.tm is not None and not self.tm.can_drain(first):
+            if self.tm is not None and not self.tm.can_drain_c(first):
                 continue
             if batches and size + first.estimated_size() > max_size:
                 break
@@ -256,7 +256,7 @@ cdef class RecordAccumulator:
             dq.popleft()
             first.closed = True
             if self.tm is not None:
-                self.tm.assign(first)
+                self.tm.assign_c(first)
             else:
                 first.build()
             size += len(first.payload)
