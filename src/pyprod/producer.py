@@ -347,6 +347,7 @@ class KafkaProducer:
 
     def metrics(self, raw=False):
         metrics = dict(self._metrics)
+        metrics.update(self._sender.produce_loop.counters())
         metrics["buffer-available-bytes"] = self._accumulator.pool.available_memory
         metrics["waiting-threads"] = self._accumulator.pool.waiters
         metrics["metadata-version"] = self._metadata.version

@@ -3,14 +3,18 @@ what is due, metadata as needed, ready(), drain(), send ProduceRequests (pipelin
 max_in_flight per connection), complete or retry batches, then poll for at most
 min(linger or backoff left, node delay, next expiry).
 
-Deadlines sit in a kcore.TimingWheel, one entry per batch in flight (its delivery deadline,
-cancelled when the response comes) plus one entry for the next look at the accumulator's queues
-(the oldest queued batch's deadline, at most _QUEUE_SCAN_MAX_MS ahead), so the loop never scans
-every deque for expiry; the wheel's next deadline bounds the poll. Request timeouts are the
-NetworkClient's; linger and retry backoff come from ready(), which looks at each deque anyway.
+The produce round trip is kcore's SenderLoop: it frames the requests, keeps the batches in
+flight and completes the acknowledged ones in C, once per response. What needs a decision comes
+back here: a partition's error (retry, split, reset the producer id, fail) or a failed request.
+
+Deadlines sit in the SenderLoop's TimingWheel, one entry per batch in flight (its delivery
+deadline, cancelled when the response comes) plus one entry for the next look at the
+accumulator's queues (the oldest queued batch's deadline, at most _QUEUE_SCAN_MAX_MS ahead), so
+the loop never scans every deque for expiry; the wheel's next deadline bounds the poll. Request
+timeouts are the NetworkClient's; linger and retry backoff come from ready(), which looks at
+each deque anyway.
 """
 import collections
-import functools
 import logging
 import threading
 import time
@@ -21,14 +25,16 @@ from pyprod.protocol import init_producer_id, produce
 
 log = logging.getLogger(__name__)
 
-_QUEUE_SCAN = "queue-scan"  # wheel item: look for expired batches in the accumulator's queues
 _QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
-_WHEEL_TICK_MS = 1
-_WHEEL_SIZE = 64
 
 
 def now_ms():
     return int(time.monotonic() * 1000)
+
+
+def _sender_loop_class(accumulator):
+    """The SenderLoop of the accumulator's implementation (tests run the Sender on both)."""
+    return kcore.kernels(pure=type(accumulator).__module__.startswith("kcore.pure.")).SenderLoop
 
 
 class Sender(threading.Thread):
@@ -56,12 +62,12 @@ class Sender(threading.Thread):
         self._force_close = False
         self._init_pid_in_flight = False
         self._init_pid_not_before = 0
-        start = now_ms()
-        self._wheel = kcore.TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, start)
-        self._in_flight = {}  # batch -> wheel handle of its delivery deadline
-        self._split_parents = {}  # half of a batch split on MESSAGE_TOO_LARGE -> the batch
-        self._queue_scan = self._wheel.add(start, _QUEUE_SCAN)
-        self._queue_scan_ms = start
+        self.produce_loop = _sender_loop_class(accumulator)(
+            accumulator, transaction_manager, now=now_ms(), acks=acks,
+            request_timeout_ms=request_timeout_ms, delivery_timeout_ms=delivery_timeout_ms,
+            guarantee_order=self.guarantee_order, on_partition=self._on_partition,
+            on_error=self._on_error, on_piece_done=self._piece_done)
+        self._split_parents = self.produce_loop.split_parents
 
     # -- lifecycle --------------------------------------------------------------------------
     def run(self):
@@ -73,7 +79,7 @@ class Sender(threading.Thread):
             self._run_once_safely()
         if self.accumulator.has_incomplete():
             self.accumulator.abort_incomplete(errors.KafkaError("Producer is closed forcefully."))
-        self._in_flight.clear()
+        self.produce_loop.in_flight.clear()
         self.client.close()
 
     def _run_once_safely(self):
@@ -123,8 +129,7 @@ class Sender(threading.Thread):
         self.client.poll(self._send_producer_data(now))
 
     def _next_deadline_delay(self, now):
-        deadline = self._wheel.next_deadline()
-        return self.delivery_timeout_ms if deadline is None else max(deadline - now, 0)
+        return self.produce_loop.next_deadline_delay(now)
 
     def _send_producer_data(self, now):
         cluster = self.metadata.cluster
@@ -166,28 +171,14 @@ class Sender(threading.Thread):
 
     # -- expiry -----------------------------------------------------------------------------
     def _expire(self, now):
-        scan = False
-        for item in self._wheel.advance(now):
-            if item is _QUEUE_SCAN:
-                scan, self._queue_scan = True, None
-                continue
-            if self._in_flight.pop(item, None) is not None:  # its request is still out
-                self._fail(item, self._expired_error(item, now, " while in flight"))
+        expired, scan = self.produce_loop.expire(now)
+        for batch in expired:  # its request is still out
+            self._fail(batch, self._expired_error(batch, now, " while in flight"))
         if scan:
             for batch in self.accumulator.expired_batches(now):
                 self._fail(batch, self._expired_error(batch, now, ""))
-            self._schedule_queue_scan(now, now + min(
+            self.produce_loop.schedule_queue_scan(now, now + min(
                 self.accumulator.next_expiry_delay(now), _QUEUE_SCAN_MAX_MS))
-
-    def _schedule_queue_scan(self, now, at):
-        """Look at the queues at `at`, unless a look is already due by then."""
-        at = max(int(at), now)
-        if self._queue_scan is not None:
-            if self._queue_scan_ms <= at:
-                return
-            self._wheel.cancel(self._queue_scan)
-        self._queue_scan = self._wheel.add(at, _QUEUE_SCAN)
-        self._queue_scan_ms = at
 
     def _expired_error(self, batch, now, where):
         return errors.KafkaTimeoutError(
@@ -198,79 +189,30 @@ class Sender(threading.Thread):
     def _send_produce_request(self, node, batches, now):
         try:  # IncompatibleBrokerVersion: no Produce version in common (v3+ is needed)
             version = self.client.api_version(node, produce.API_KEY)
-            body = kcore.encode_produce_body(version, self.acks, self.request_timeout_ms, None, [
-                (b.topic_partition.topic, b.topic_partition.partition, b.payload)
-                for b in batches])
+            body, on_response = self.produce_loop.request(version, batches, now)
         except errors.KafkaError as e:
             log.error("Cannot send to node %s: %s", node, e)
             for batch in batches:
                 self._fail(batch, e)
             return
-        in_request = {}
-        deadline = self.delivery_timeout_ms
-        wheel, in_flight = self._wheel, self._in_flight
-        for batch in batches:
-            in_request[batch.topic_partition] = batch
-            in_flight[batch] = wheel.add(batch.created_ms + deadline, batch)
-        self.metrics["request-total"] += 1
-        self.metrics["batch-total"] += len(batches)
-        if self.acks == 0:
-            callback = functools.partial(self._complete_acks0, in_request)
-        else:
-            callback = functools.partial(self._handle_produce, in_request, version)
         self.client.send(node, produce.API_KEY, version, body, expects_response=self.acks != 0,
-                         callback=callback, timeout_ms=self.request_timeout_ms)
+                         callback=on_response, timeout_ms=self.request_timeout_ms)
 
-    def _landed(self, batch):
-        """The batch's request completed: True if it was still waiting for it (not expired)."""
-        handle = self._in_flight.pop(batch, None)
-        if handle is None:
-            return False
-        self._wheel.cancel(handle)
-        return True
+    def _on_error(self, batch, error):
+        """The SenderLoop's hook: the batch's request failed, or left it out."""
+        self._retry_or_fail(batch, error, now_ms())
 
-    def _complete_acks0(self, in_request, response):
-        now = now_ms()
-        for batch in in_request.values():
-            if not self._landed(batch):
-                continue
-            if response.error is not None:
-                self._retry_or_fail(batch, response.error, now)
-            else:
-                self._succeed(batch, -1, -1)
-
-    def _handle_produce(self, in_request, version, response):
-        now = now_ms()
-        batches = [b for b in in_request.values() if self._landed(b)]
-        if response.error is not None:
-            for batch in batches:
-                self._retry_or_fail(batch, response.error, now)
-            return
-        try:
-            results, _ = kcore.decode_produce_response(version, response.body)
-        except errors.KafkaError as e:
-            for batch in batches:
-                self._retry_or_fail(batch, e, now)
-            return
-        pending = {b.topic_partition: b for b in batches}
-        for result in results:
-            batch = pending.pop(result[:2], None)
-            if batch is not None:
-                self._handle_partition(batch, result, now)
-        for batch in pending.values():  # the broker left a partition out
-            self._retry_or_fail(batch, errors.UnknownError(
-                "No response for %s in ProduceResponse" % (batch.topic_partition,)), now)
+    def _on_partition(self, batch, result):
+        """The SenderLoop's hook: the response gave the batch's partition an error code."""
+        self._handle_partition(batch, result, now_ms())
 
     def _handle_partition(self, batch, result, now):
         """result: (topic, partition, error_code, base_offset, log_append_time_ms,
-        log_start_offset, error_message, record_errors), from kcore.decode_produce_response."""
-        code = result[2]
-        if code == 0:
-            self._succeed(batch, result[3], result[4])
-            return
-        error_class = errors.for_code(code)
+        log_start_offset, error_message, record_errors), from kcore.decode_produce_response;
+        error_code is not 0."""
+        error_class = errors.for_code(result[2])
         if error_class is errors.DuplicateSequenceNumberError:
-            self._succeed(batch, -1, -1)  # already written by an earlier attempt (Java)
+            self.produce_loop.succeed(batch, -1, -1)  # written by an earlier attempt (Java)
             return
         if error_class is errors.MessageSizeTooLargeError and batch.record_count > 1:
             self._split(batch, now)
@@ -315,7 +257,8 @@ class Sender(threading.Thread):
             if self.tm is not None:
                 self.tm.waiting(batch)
             # a retried batch waits in its queue now: expire it there on time
-            self._schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
+            self.produce_loop.schedule_queue_scan(now, batch.created_ms +
+                                                  self.delivery_timeout_ms)
             return
         self._fail(batch, error)
 
@@ -330,7 +273,7 @@ class Sender(threading.Thread):
             self._split_parents[half] = batch
             if self.tm is not None:
                 self.tm.waiting(half)
-        self._schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
+        self.produce_loop.schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
 
     def _piece_done(self, batch):
         parent = self._split_parents.pop(batch, None)
@@ -340,15 +283,6 @@ class Sender(threading.Thread):
         if all(piece.is_done for _, _, piece in pieces):
             self.accumulator.complete(parent, record_errors=kcore.piece_errors(pieces) or None)
             self._piece_done(parent)
-
-    def _succeed(self, batch, base_offset, log_append_time):
-        self._unmute(batch)
-        if self.tm is not None:
-            self.tm.remove(batch, acked=True)
-        self.metrics["record-send-total"] += batch.record_count
-        self.accumulator.complete(batch, base_offset, log_append_time)
-        if self._split_parents:
-            self._piece_done(batch)
 
     def _fail(self, batch, error, record_errors=None):
         self._unmute(batch)

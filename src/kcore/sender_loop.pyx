@@ -1,0 +1,151 @@
+# cython: binding=False
+"""Compiled twin of kcore/pure/sender_loop.py (see it for the design).
+
+Completion runs here, in C, once per response: no Python per batch or per record."""
+from libc.stdint cimport int64_t
+
+from kcore.producer_batch cimport ProducerBatch
+from kcore.timing_wheel cimport TimingWheel
+from kcore.transaction_manager cimport TransactionManager
+
+from kcore.produce_codec import decode_produce_response, encode_produce_body
+from pyprod.errors import KafkaError, UnknownError
+
+__all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
+
+QUEUE_SCAN = "queue-scan"  # wheel item: look for expired batches in the accumulator's queues
+cdef int64_t _WHEEL_TICK_MS = 1
+cdef int _WHEEL_SIZE = 64
+
+
+cdef class SenderLoop:
+    def __init__(self, accumulator, transaction_manager, *, int64_t now,
+                 int acks, int64_t request_timeout_ms, int64_t delivery_timeout_ms,
+                 bint guarantee_order, on_partition, on_error, on_piece_done=None):
+        self.accumulator = accumulator
+        self.tm = transaction_manager
+        self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
+        self.acks = acks
+        self.request_timeout_ms = request_timeout_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.guarantee_order = guarantee_order
+        self.on_partition, self.on_error = on_partition, on_error
+        self.on_piece_done = on_piece_done
+        self.split_parents, self.in_flight = {}, {}
+        self.requests = self.batches = self.records_sent = 0
+        self._queue_scan = self.wheel.add_c(now, QUEUE_SCAN)
+        self._queue_scan_ms = now
+
+    # -- requests ---------------------------------------------------------------------------
+    def request(self, int version, list batches, int64_t now):
+        cdef ProducerBatch batch
+        cdef dict in_request = {}
+        body = encode_produce_body(version, self.acks, self.request_timeout_ms, None, [
+            (b.topic_partition.topic, b.topic_partition.partition, b.payload) for b in batches])
+        for batch in batches:
+            in_request[batch.topic_partition] = batch
+            self.in_flight[batch] = self.wheel.add_c(
+                batch.created_ms + self.delivery_timeout_ms, batch)
+        self.requests += 1
+        self.batches += len(batches)
+        cdef ProduceResponseHandler handler = ProduceResponseHandler.__new__(
+            ProduceResponseHandler)
+        handler.loop, handler.in_request, handler.version = self, in_request, version
+        return body, handler
+
+    def landed(self, ProducerBatch batch):
+        return self.landed_c(batch)
+
+    cdef bint landed_c(self, ProducerBatch batch) except -1:
+        handle = self.in_flight.pop(batch, None)
+        if handle is None:
+            return False
+        self.wheel.cancel_c(handle)
+        return True
+
+    # -- deadlines ---------------------------------------------------------------------------
+    def expire(self, int64_t now):
+        cdef list expired = []
+        cdef bint scan = False
+        for item in self.wheel.advance_c(now):
+            if item is QUEUE_SCAN:
+                scan, self._queue_scan = True, None
+            elif self.in_flight.pop(item, None) is not None:
+                expired.append(item)
+        return expired, scan
+
+    def schedule_queue_scan(self, int64_t now, at):
+        cdef int64_t when = max(<int64_t>int(at), now)
+        if self._queue_scan is not None:
+            if self._queue_scan_ms <= when:
+                return
+            self.wheel.cancel_c(self._queue_scan)
+        self._queue_scan = self.wheel.add_c(when, QUEUE_SCAN)
+        self._queue_scan_ms = when
+
+    def next_deadline_delay(self, int64_t now):
+        cdef int64_t deadline
+        if not self.wheel.next_deadline_c(&deadline):
+            return self.delivery_timeout_ms
+        return max(deadline - now, 0)
+
+    # -- completion --------------------------------------------------------------------------
+    def succeed(self, ProducerBatch batch, int64_t base_offset, int64_t log_append_time):
+        self.succeed_c(batch, base_offset, log_append_time)
+
+    cdef int succeed_c(self, ProducerBatch batch, int64_t base_offset,
+                       int64_t log_append_time) except -1:
+        if self.guarantee_order:
+            self.accumulator.muted.discard(batch.topic_partition)
+        if self.tm is not None:
+            self.tm.remove_c(batch, True)
+        self.records_sent += batch.record_count
+        self.accumulator.complete(batch, base_offset, log_append_time)
+        if self.split_parents:
+            self.on_piece_done(batch)
+        return 0
+
+    def counters(self):
+        return {"request-total": self.requests, "batch-total": self.batches,
+                "record-send-total": self.records_sent}
+
+
+cdef class ProduceResponseHandler:
+    """The callback of one ProduceRequest: called once with the response (.error, .body)."""
+
+    def __call__(self, response):
+        cdef SenderLoop loop = self.loop
+        cdef ProducerBatch batch
+        cdef list batches = []
+        cdef dict pending
+        cdef tuple result
+        for batch in self.in_request.values():
+            if loop.landed_c(batch):
+                batches.append(batch)
+        error = response.error
+        if error is not None:
+            for batch in batches:
+                loop.on_error(batch, error)
+            return
+        if loop.acks == 0:  # no response: sent is done
+            for batch in batches:
+                loop.succeed_c(batch, -1, -1)
+            return
+        try:
+            results, _ = decode_produce_response(self.version, response.body)
+        except KafkaError as e:
+            for batch in batches:
+                loop.on_error(batch, e)
+            return
+        pending = {batch.topic_partition: batch for batch in batches}
+        for result in results:
+            batch = pending.pop(result[:2], None)
+            if batch is None:
+                continue
+            if result[2] == 0:
+                loop.succeed_c(batch, result[3], result[4])
+            else:
+                loop.on_partition(batch, result)
+        for batch in pending.values():  # the broker left a partition out
+            loop.on_error(batch, UnknownError(
+                "No response for %s in ProduceResponse" % (batch.topic_partition,)))
