@@ -38,6 +38,8 @@ try:
 except ImportError:  # source checkout without an install
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 
+import _mock_broker  # noqa: E402 (bench/_mock_broker.py; run as a script, bench/ is on the path)
+
 PARTITIONS = 6
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -70,16 +72,6 @@ def _machine_cpu() -> float:
         return float("nan")
 
 
-def _process_cpu(pid: int) -> float:
-    """CPU seconds of another process (the broker) so far, or nan."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
 def _thread_clock(tid: int):
     """A function returning thread ``tid``'s CPU seconds."""
     for t in threading.enumerate():
@@ -87,14 +79,8 @@ def _thread_clock(tid: int):
             clk = time.pthread_getcpuclockid(t.ident)
             return lambda: time.clock_gettime(clk)
 
-    def from_proc():  # not a Python thread (or no pthread clock): clock ticks from procfs
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
-        except (OSError, IndexError, ValueError):
-            return float("nan")
-    return from_proc
+    # not a Python thread (or no pthread clock): clock ticks from procfs
+    return functools.partial(_mock_broker.stat_cpu, f"/proc/self/task/{tid}/stat")
 
 
 class PyprodClient:
@@ -276,14 +262,10 @@ def main(argv=None) -> int:
         api_version = None
         broker_cpu = lambda: float("nan")  # noqa: E731 (a broker given by address)
         if args.broker == "mock":
-            from pyprod.testing.mock_cluster import MockCluster
-            cluster = MockCluster(brokers=1).start()
-            broker_cpu = functools.partial(_process_cpu, cluster.pid)
-            bootstrap = cluster.cluster_bootstraps()
-            api_version = (2, 8)  # the mock's ApiVersions answer is partial
-
-            def create(topic):
-                cluster.topic_create(topic, PARTITIONS)
+            cluster = _mock_broker.MockBroker().start()
+            broker_cpu, bootstrap = cluster.cpu_s, cluster.bootstrap
+            api_version = _mock_broker.API_VERSION
+            create = functools.partial(cluster.create, partitions=PARTITIONS)
         elif args.bootstrap_servers:
             bootstrap = args.bootstrap_servers
             from confluent_kafka.admin import AdminClient, NewTopic
