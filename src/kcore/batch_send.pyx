@@ -19,7 +19,8 @@ from libc.string cimport memcpy
 from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner, partition_for_key
 from kcore.producer_batch cimport ProducerBatch, size_upper_bound
-from kcore.record_accumulator cimport RecordAccumulator, TopicInfo, _raise_pool
+from kcore.record_accumulator cimport (PartitionQueue, RecordAccumulator, TopicInfo,
+                                      _raise_pool)
 from kcore.record_batch_builder cimport (RBB_APPENDED, RBB_FULL, RBB_HEADER_SIZE,
                                          RecordBatchBuilder, encode_headers)
 from kcore.varint cimport write_varint
@@ -737,12 +738,9 @@ cdef class _Call:
         return 0
 
     # -- batches (GIL) ----------------------------------------------------------------------
-    cdef ProducerBatch _holdable(self, object dq):
-        cdef ProducerBatch batch
-        if not dq:
-            return None
-        batch = dq[-1]
-        if batch.closed or batch.appending:
+    cdef ProducerBatch _holdable(self, PartitionQueue dq):
+        cdef ProducerBatch batch = dq.last()
+        if batch is None or batch.closed or batch.appending:
             return None
         return batch
 
@@ -757,7 +755,7 @@ cdef class _Call:
         cdef int rc, other
         cdef Slot* slot
         cdef bint new = False
-        dq = self.info.deques[part]
+        cdef PartitionQueue dq = self.info.deques[part]
         batch = self._holdable(dq)
         if batch is None:
             need = max(acc.batch_size, RBB_HEADER_SIZE + size)

@@ -50,9 +50,9 @@ cdef class ProducerBatch:
     # now), else 0.
     cdef int grow(self, Py_ssize_t size) except -1
     # Closed, or batch_size bytes written (sendable; it may still grow while open).
-    cdef bint is_full_c(self) noexcept
+    cdef bint is_full_c(self) noexcept nogil
     # Closed, or max_size bytes written: done growing (sendable to a node already busy).
-    cdef bint is_grown_c(self) noexcept
+    cdef bint is_grown_c(self) noexcept nogil
     # The writer that set ``appending`` is done (frees the memory if it completed meanwhile).
     cdef void end_append(self) noexcept
     # Note records of a send_batch call (see add_segment); False if the batch completed.

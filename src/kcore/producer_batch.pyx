@@ -169,14 +169,14 @@ cdef class ProducerBatch:
         self.mem, self.mem_size = mem, cap
         return 1
 
-    cdef bint is_full_c(self) noexcept:
+    cdef bint is_full_c(self) noexcept nogil:
         return self.closed or self.builder is None or self.builder.pos >= self.batch_size
 
     def is_full(self):
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
         return self.is_full_c()
 
-    cdef bint is_grown_c(self) noexcept:
+    cdef bint is_grown_c(self) noexcept nogil:
         return self.closed or self.builder is None or self.builder.pos >= self.max_size
 
     def is_grown(self):

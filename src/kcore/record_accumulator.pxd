@@ -1,11 +1,28 @@
-# RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by send_path and
-# batch_send.
+# RecordAccumulator, its PartitionQueues and TopicInfo (see record_accumulator.pyx): cimported
+# by send_path and batch_send.
+from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from kcore.buffer_pool cimport BufferPool
+from kcore.buffer_pool cimport BufferPool, kc_mutex_t
 from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.producer_batch cimport ProducerBatch
 from kcore.transaction_manager cimport TransactionManager
+
+
+# One partition's batches, oldest first: a ring of references under its own mutex. Changed
+# only with the GIL held and the mutex taken; read with the GIL, or without it under the mutex.
+cdef class PartitionQueue:
+    cdef readonly object tp
+    cdef PyObject** items
+    cdef Py_ssize_t head, count, cap
+    cdef int32_t leader          # as of the accumulator's last look at metadata; -1: none
+    cdef bint muted              # a request is in flight and order needs one at a time
+    cdef kc_mutex_t lock
+
+    cdef PyObject* at(self, Py_ssize_t i) noexcept nogil   # borrowed; 0 <= i < count
+    cdef ProducerBatch last(self)                           # or None
+    cdef int insert_c(self, Py_ssize_t i, ProducerBatch batch) except -1   # 0 <= i <= count
+    cdef ProducerBatch pop_front(self)
 
 
 cdef class TopicInfo:
@@ -13,8 +30,17 @@ cdef class TopicInfo:
     cdef public int64_t version
     cdef public int num_partitions
     cdef public list tps
-    cdef public list deques
+    cdef public list deques                       # PartitionQueue per partition
     cdef public BuiltInPartitioner partitioner   # the sticky partition for null keys
+
+
+# What ready() found without the GIL: distinct ready nodes, queues with no leader, the delay.
+ctypedef struct ReadyScan:
+    int32_t* ready
+    Py_ssize_t nready
+    Py_ssize_t* unknown
+    Py_ssize_t nunknown
+    int64_t next_delay           # INT64_MAX: nothing to wait for
 
 
 cdef class RecordAccumulator:
@@ -25,26 +51,39 @@ cdef class RecordAccumulator:
     cdef public BufferPool pool
     cdef public object metadata
     cdef public TransactionManager tm  # idempotence's sequences, or None
-    cdef public set muted
-    cdef dict _topics, _deques
+    cdef dict _topics, _deques         # topic -> TopicInfo, tp -> PartitionQueue
     cdef set _incomplete
     cdef int _flushes
     cdef bint _closed
     cdef Py_ssize_t _drain_index
     cdef object _seeds   # random.Random(seed) for the partitioners' seeds, or None
+    # Every PartitionQueue in creation order (borrowed from _deques), for ready() without the
+    # GIL; grown under _queues_lock.
+    cdef kc_mutex_t _queues_lock
+    cdef PyObject** _queues
+    cdef Py_ssize_t _nqueues, _queues_cap
+    cdef object _leaders_of            # the cluster the queues' leaders come from
+    cdef Py_ssize_t _nleaders          # queues whose leader was read from it
 
+    cdef PartitionQueue _queue(self, object tp)
+    cdef int _refresh_leaders(self, object cluster) except -1
+    cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
+                    ReadyScan* out) noexcept nogil
+    cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,
+                          Py_ssize_t nbusy, ReadyScan* out) noexcept nogil
     cdef TopicInfo _topic_info(self, str topic)
     # After a null-key append: the partitioner switches once the partition's batches are full.
     cdef int _update_partition_info(self, TopicInfo info, int partition,
                                     Py_ssize_t appended_bytes) except -1
     # A new batch on mem (need bytes from the pool, now owned by the batch), last in dq.
-    cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need)
-    cdef tuple _append(self, object dq, object tp, int64_t ts, object key, object value,
+    cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
+                                  Py_ssize_t need)
+    cdef tuple _append(self, PartitionQueue dq, object tp, int64_t ts, object key, object value,
                        bytes hbytes, int32_t hcount, int64_t header_size, Py_ssize_t size,
                        double max_block_ms, bint abort_on_new_batch)
     # The head batch of dq may go, backoff aside (full, or grown if busy; lingered; pressed).
-    cdef bint _sendable(self, object dq, int64_t now, bint busy) except -1
-    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now, bint busy)
+    cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil
+    cdef list _drain_node(self, list parts, Py_ssize_t max_size, int64_t now, bint busy)
 
 
 # The error for a pool result other than BP_OK.

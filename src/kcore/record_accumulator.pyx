@@ -1,19 +1,23 @@
 # cython: binding=False, wraparound=True
 """Compiled twin of kcore/pure/record_accumulator.py (see it for the design).
 
-The GIL is the lock: between Python calls nothing else runs, and a large record is copied
-without it only while its batch is marked ``appending`` (drain() leaves such a batch).
+The GIL is the lock for the accumulator's Python state; a large record is copied without it
+only while its batch is marked ``appending`` (drain() leaves such a batch). Each partition's
+batches are a PartitionQueue, a C ring under its own mutex, so that ready() scans them all
+without the GIL while callers append.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from cpython.ref cimport PyObject
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, malloc
 
-from kcore.buffer_pool cimport (BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE, BufferPool)
+from kcore.buffer_pool cimport (BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE, BufferPool,
+                                kc_mutex_t)
 from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.future cimport FutureRecordMetadata
 from kcore.producer_batch cimport ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 
-import collections
 import random
 import time
 
@@ -25,11 +29,116 @@ include "shared/record_accumulator.py"  # ReadyCheckResult and the too-large err
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
+cdef extern from "Python.h":
+    void _incref "Py_INCREF"(PyObject* o)
+    void _decref "Py_DECREF"(PyObject* o)
+
+cdef extern from "sync_impl.h" nogil:
+    int kc_mutex_init(kc_mutex_t* m)
+    void kc_mutex_destroy(kc_mutex_t* m)
+    void kc_mutex_lock(kc_mutex_t* m)
+    void kc_mutex_unlock(kc_mutex_t* m)
+
 _monotonic = time.monotonic
 
 
 cdef inline int64_t _now_ms():
     return <int64_t>(_monotonic() * 1000)
+
+
+cdef class PartitionQueue:
+    """A partition's batches, oldest first (the Java accumulator's Deque<ProducerBatch>), with
+    the deque methods the accumulator's Python callers use."""
+
+    def __cinit__(self, tp):
+        self.tp = tp
+        self.leader = -1
+        if kc_mutex_init(&self.lock) != 0:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.count):
+            _decref(self.at(i))
+        free(self.items)
+        kc_mutex_destroy(&self.lock)
+
+    cdef PyObject* at(self, Py_ssize_t i) noexcept nogil:
+        return self.items[(self.head + i) % self.cap]
+
+    cdef ProducerBatch last(self):
+        return <ProducerBatch>self.at(self.count - 1) if self.count else None
+
+    cdef int insert_c(self, Py_ssize_t i, ProducerBatch batch) except -1:
+        cdef PyObject** grown = NULL
+        cdef Py_ssize_t j, cap = self.cap
+        if self.count == cap:
+            cap = cap * 2 if cap else 4
+            grown = <PyObject**>malloc(cap * sizeof(PyObject*))
+            if grown == NULL:
+                raise MemoryError()
+        _incref(<PyObject*>batch)
+        kc_mutex_lock(&self.lock)
+        if grown != NULL:
+            for j in range(self.count):
+                grown[j] = self.at(j)
+            free(self.items)
+            self.items, self.head, self.cap = grown, 0, cap
+        if i == 0:
+            self.head = (self.head + self.cap - 1) % self.cap
+        else:
+            for j in range(self.count, i, -1):
+                self.items[(self.head + j) % self.cap] = self.at(j - 1)
+        self.items[(self.head + i) % self.cap] = <PyObject*>batch
+        self.count += 1
+        kc_mutex_unlock(&self.lock)
+        return 0
+
+    cdef ProducerBatch pop_front(self):
+        cdef PyObject* p
+        if not self.count:
+            raise IndexError("pop from an empty PartitionQueue")
+        kc_mutex_lock(&self.lock)
+        p = self.at(0)
+        self.head = (self.head + 1) % self.cap
+        self.count -= 1
+        kc_mutex_unlock(&self.lock)
+        batch = <ProducerBatch>p
+        _decref(p)  # the queue's reference
+        return batch
+
+    # -- the deque API, for Python callers ---------------------------------------------------
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, Py_ssize_t i):
+        if i < 0:
+            i += self.count
+        if not 0 <= i < self.count:
+            raise IndexError("PartitionQueue index out of range")
+        return <object>self.at(i)
+
+    def __iter__(self):
+        return iter([<object>self.at(i) for i in range(self.count)])
+
+    def append(self, ProducerBatch batch):
+        self.insert_c(self.count, batch)
+
+    def appendleft(self, ProducerBatch batch):
+        self.insert_c(0, batch)
+
+    def insert(self, Py_ssize_t i, ProducerBatch batch):
+        self.insert_c(min(max(i, 0), self.count), batch)
+
+    def popleft(self):
+        return self.pop_front()
+
+    def clear(self):
+        while self.count:
+            self.pop_front()
+
+    def __repr__(self):
+        return "PartitionQueue(%r, %d batches)" % (self.tp, self.count)
 
 
 cdef class TopicInfo:
@@ -42,18 +151,32 @@ cdef class TopicInfo:
         self.partitioner = partitioner
 
 
-cdef void _insert_in_order(object dq, ProducerBatch batch) except *:
+cdef int _insert_in_order(PartitionQueue dq, ProducerBatch batch) except -1:
     cdef Py_ssize_t i = 0
-    if batch.base_sequence < 0:
-        dq.appendleft(batch)
-        return
-    while i < len(dq) and (<ProducerBatch>dq[i]).base_sequence >= 0 and \
-            (<ProducerBatch>dq[i]).base_sequence < batch.base_sequence:
-        i += 1
-    dq.insert(i, batch)
+    if batch.base_sequence >= 0:
+        while i < dq.count and (<ProducerBatch>dq.at(i)).base_sequence >= 0 and \
+                (<ProducerBatch>dq.at(i)).base_sequence < batch.base_sequence:
+            i += 1
+    return dq.insert_c(i, batch)
+
+
+cdef inline bint _among(int32_t node, const int32_t* nodes, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if nodes[i] == node:
+            return True
+    return False
 
 
 cdef class RecordAccumulator:
+    def __cinit__(self, *args, **kwargs):
+        if kc_mutex_init(&self._queues_lock) != 0:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self._queues)
+        kc_mutex_destroy(&self._queues_lock)
+
     def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
                  batch_max_size=None, seed=None):
@@ -67,9 +190,58 @@ cdef class RecordAccumulator:
         self.pool = _BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
         self.tm = transaction_manager
-        self.muted = set()
         self._topics, self._deques, self._incomplete = {}, {}, set()
         self._seeds = None if seed is None else random.Random(seed)
+
+    # -- partition queues --------------------------------------------------------------------
+    cdef PartitionQueue _queue(self, object tp):
+        cdef PartitionQueue dq = self._deques.get(tp)
+        cdef PyObject** grown = NULL
+        cdef Py_ssize_t cap = self._queues_cap
+        if dq is not None:
+            return dq
+        if self._nqueues == cap:
+            cap = cap * 2 if cap else 16
+            grown = <PyObject**>malloc(cap * sizeof(PyObject*))
+            if grown == NULL:
+                raise MemoryError()
+        dq = PartitionQueue(tp)
+        self._deques[tp] = dq  # holds the reference _queues borrows
+        kc_mutex_lock(&self._queues_lock)
+        if grown != NULL:
+            for i in range(self._nqueues):
+                grown[i] = self._queues[i]
+            free(self._queues)
+            self._queues, self._queues_cap = grown, cap
+        self._queues[self._nqueues] = <PyObject*>dq
+        self._nqueues += 1
+        kc_mutex_unlock(&self._queues_lock)
+        return dq
+
+    cdef int _refresh_leaders(self, object cluster) except -1:
+        """Each queue's leader as of cluster (read again only when metadata changed)."""
+        cdef PartitionQueue dq
+        cdef Py_ssize_t i
+        if cluster is not self._leaders_of:
+            self._leaders_of, self._nleaders = cluster, 0
+        leader_for = cluster.leader_for_partition
+        for i in range(self._nleaders, self._nqueues):
+            dq = <PartitionQueue>self._queues[i]
+            leader = leader_for(dq.tp)
+            dq.leader = -1 if leader is None or leader < 0 else leader
+        self._nleaders = self._nqueues
+        return 0
+
+    def mute(self, tp):
+        """No batch of tp is drained until unmute(tp) (order with one request in flight)."""
+        self._queue(tp).muted = True
+
+    def unmute(self, tp):
+        self._queue(tp).muted = False
+
+    @property
+    def muted(self):
+        return frozenset(dq.tp for dq in self._deques.values() if (<PartitionQueue>dq).muted)
 
     # -- topics and their partitioners ------------------------------------------------------
     def topic_info(self, str topic):
@@ -91,7 +263,7 @@ cdef class RecordAccumulator:
         while len(info.deques) < count:
             tp = TopicPartition(topic, len(info.deques))
             info.tps.append(tp)
-            info.deques.append(self._deques.setdefault(tp, collections.deque()))
+            info.deques.append(self._queue(tp))
         info.num_partitions = count
         info.partitioner._update_partitions(
             sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
@@ -104,9 +276,10 @@ cdef class RecordAccumulator:
     cdef int _update_partition_info(self, TopicInfo info, int partition,
                                     Py_ssize_t appended_bytes) except -1:
         cdef BuiltInPartitioner partitioner = info.partitioner
+        cdef PartitionQueue dq
         if partitioner._add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or (<ProducerBatch>dq[-1]).is_full_c():  # all full
+            if dq.count != 1 or dq.last().is_full_c():  # all full
                 partitioner._switch_from(partition)
         return 0
 
@@ -121,13 +294,10 @@ cdef class RecordAccumulator:
             key = bytes(key)
         if value is not None and not PyBytes_CheckExact(value):
             value = bytes(value)
-        dq = self._deques.get(tp)
-        if dq is None:
-            dq = self._deques.setdefault(tp, collections.deque())
-        return self._append(dq, tp, timestamp_ms, key, value, hbytes, hcount,
+        return self._append(self._queue(tp), tp, timestamp_ms, key, value, hbytes, hcount,
                             header_size, size, max_block_ms, abort_on_new_batch)
 
-    cdef tuple _append(self, object dq, object tp, int64_t ts, object key, object value,
+    cdef tuple _append(self, PartitionQueue dq, object tp, int64_t ts, object key, object value,
                        bytes hbytes, int32_t hcount, int64_t header_size, Py_ssize_t size,
                        double max_block_ms, bint abort_on_new_batch):
         cdef const uint8_t* kp = NULL
@@ -145,8 +315,8 @@ cdef class RecordAccumulator:
         if hbytes is not None:
             hp, hl = <const uint8_t*>PyBytes_AS_STRING(hbytes), PyBytes_GET_SIZE(hbytes)
         cdef bint was_full
-        if dq:
-            batch = dq[-1]
+        if dq.count:
+            batch = dq.last()
             was_full = batch.is_full_c()
             future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
                                     size)
@@ -166,8 +336,8 @@ cdef class RecordAccumulator:
         if self._closed:
             self.pool.release_raw(mem, need)
             raise IllegalStateError("Producer closed while send in progress")
-        if dq:  # another thread may have made a batch while this one waited
-            batch = dq[-1]
+        if dq.count:  # another thread may have made a batch while this one waited
+            batch = dq.last()
             was_full = batch.is_full_c()
             future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
                                     size)
@@ -178,82 +348,122 @@ cdef class RecordAccumulator:
         future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
         return future, batch.is_full_c(), True, False
 
-    cdef ProducerBatch _new_batch(self, object dq, object tp, uint8_t* mem, Py_ssize_t need):
+    cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
+                                  Py_ssize_t need):
         cdef ProducerBatch batch = ProducerBatch(tp, self.batch_size, self.compression_type,
                                                  _now_ms(), self.batch_max_size)
         batch.attach(self.pool, mem, need)
-        dq.append(batch)
+        dq.insert_c(dq.count, batch)
         self._incomplete.add(batch)
         return batch
 
-    # -- the Sender thread: as the twin, over a snapshot (callers may add topics meanwhile) --
+    # -- the Sender thread ---------------------------------------------------------------------
     def ready(self, cluster, int64_t now, busy=()):
-        cdef ProducerBatch batch
+        """Every queue looked at without the GIL (callers append meanwhile; queues they add
+        during the scan wait for the next call, as if added just after it)."""
+        cdef ReadyScan scan
+        cdef Py_ssize_t n, nbusy = len(busy), i
+        cdef int32_t* nodes
+        self._refresh_leaders(cluster)
+        n = self._nqueues
+        nodes = <int32_t*>malloc((n + nbusy + 1) * sizeof(int32_t))
+        scan.unknown = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+        if nodes == NULL or scan.unknown == NULL:
+            free(nodes)
+            free(scan.unknown)
+            raise MemoryError()
+        for i, node in enumerate(busy):
+            nodes[n + i] = node
+        scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
+        with nogil:
+            self._scan(n, now, nodes + n, nbusy, &scan)
+        ready = {nodes[i] for i in range(scan.nready)}
+        unknown = {(<PartitionQueue>self._queues[scan.unknown[i]]).tp[0]
+                   for i in range(scan.nunknown)}
+        free(nodes)
+        free(scan.unknown)
+        return ReadyCheckResult(ready, float("inf") if scan.next_delay == INT64_MAX
+                                else scan.next_delay, unknown)
+
+    cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
+                    ReadyScan* out) noexcept nogil:
+        cdef Py_ssize_t i
+        kc_mutex_lock(&self._queues_lock)
+        for i in range(n):
+            kc_mutex_lock(&(<PartitionQueue>self._queues[i]).lock)
+            self._scan_queue(i, now, busy, nbusy, out)
+            kc_mutex_unlock(&(<PartitionQueue>self._queues[i]).lock)
+        kc_mutex_unlock(&self._queues_lock)
+
+    cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,
+                          Py_ssize_t nbusy, ReadyScan* out) noexcept nogil:
+        cdef PyObject* dq = self._queues[i]
+        cdef PyObject* first
+        cdef int32_t leader = (<PartitionQueue>dq).leader
         cdef int64_t waited, wait
         cdef bint backing_off
-        ready, unknown = set(), set()
-        next_delay = float("inf")
-        leader_for = cluster.leader_for_partition
-        for tp, dq in list(self._deques.items()):
-            if not dq:
-                continue
-            leader = leader_for(tp)
-            if leader is None or leader < 0:
-                unknown.add(tp[0])
-                continue
-            if leader in ready or tp in self.muted:
-                continue
-            batch = dq[0]
-            waited = now - batch.last_attempt_ms
-            backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms
-            wait = self.retry_backoff_ms if backing_off else self.linger_ms
-            if self._sendable(dq, now, leader in busy) and not backing_off:
-                ready.add(leader)
-            elif max(wait - waited, 0) < next_delay:
-                next_delay = max(wait - waited, 0)
-        return ReadyCheckResult(ready, next_delay, unknown)
+        if not (<PartitionQueue>dq).count:
+            return
+        if leader < 0:
+            out.unknown[out.nunknown] = i
+            out.nunknown += 1
+            return
+        if (<PartitionQueue>dq).muted or _among(leader, out.ready, out.nready):
+            return
+        first = (<PartitionQueue>dq).at(0)
+        waited = now - (<ProducerBatch>first).last_attempt_ms
+        backing_off = (<ProducerBatch>first).attempts > 0 and waited < self.retry_backoff_ms
+        wait = self.retry_backoff_ms if backing_off else self.linger_ms
+        if not backing_off and self._sendable(dq, now, _among(leader, busy, nbusy)):
+            out.ready[out.nready] = leader
+            out.nready += 1
+        elif max(wait - waited, 0) < out.next_delay:
+            out.next_delay = max(wait - waited, 0)
 
-    cdef bint _sendable(self, object dq, int64_t now, bint busy) except -1:
-        cdef ProducerBatch batch = dq[0]
-        cdef bint full = batch.is_grown_c() if busy else batch.is_full_c()
-        return (len(dq) > 1 or full or now - batch.last_attempt_ms >= self.linger_ms
-                or self.pool.nwaiters > 0 or self._closed or self._flushes > 0)
+    cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil:
+        cdef PyObject* first = (<PartitionQueue>dq).at(0)
+        cdef bint full = (<ProducerBatch>first).is_grown_c() if busy else \
+            (<ProducerBatch>first).is_full_c()
+        return ((<PartitionQueue>dq).count > 1 or full or
+                now - (<ProducerBatch>first).last_attempt_ms >= self.linger_ms or
+                self.pool.nwaiters > 0 or self._closed or self._flushes > 0)
 
     def drain(self, cluster, nodes, max_request_size, int64_t now, busy=()):
-        leader_for = cluster.leader_for_partition
-        by_node = collections.defaultdict(list)
-        for tp in list(self._deques):
-            by_node[leader_for(tp)].append(tp)
-        return {node: self._drain_node(by_node.get(node, ()), max_request_size, now,
-                                       node in busy)
+        cdef PartitionQueue dq
+        cdef dict by_node = {}
+        self._refresh_leaders(cluster)
+        for dq in list(self._deques.values()):
+            if dq.leader in nodes:
+                by_node.setdefault(dq.leader, []).append(dq)
+        return {node: self._drain_node(by_node.get(node), max_request_size, now, node in busy)
                 for node in nodes}
 
-    cdef list _drain_node(self, parts, Py_ssize_t max_size, int64_t now, bint busy):
+    cdef list _drain_node(self, list parts, Py_ssize_t max_size, int64_t now, bint busy):
         cdef ProducerBatch first
-        cdef Py_ssize_t size = 0, start, n = len(parts)
+        cdef PartitionQueue dq
+        cdef Py_ssize_t size = 0, start, n = len(parts) if parts else 0
         cdef list batches = []
         if not n:
             return batches
         start = self._drain_index % n
         self._drain_index += 1
-        for tp in list(parts[start:]) + list(parts[:start]):
-            dq = self._deques[tp]
-            if not dq or tp in self.muted:
+        for dq in parts[start:] + parts[:start]:
+            if not dq.count or dq.muted:
                 continue
-            first = dq[0]
+            first = <ProducerBatch>dq.at(0)
             if first.appending:
                 continue
             if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff_ms:
                 continue
-            if busy and first.attempts == 0 and not self._sendable(dq, now, True):
+            if busy and first.attempts == 0 and not self._sendable(<PyObject*>dq, now, True):
                 continue  # it grows meanwhile
             if self.tm is not None and not self.tm.can_drain_c(first):
                 continue
             if batches and size + first.estimated_size() > max_size:
                 break
-            if dq[0] is not first or first.appending:  # changed during the calls above
-                continue
-            dq.popleft()
+            if not dq.count or <ProducerBatch>dq.at(0) is not first or first.appending:
+                continue  # changed during the calls above
+            dq.pop_front()
             first.closed = True
             if self.tm is not None:
                 self.tm.assign_c(first)
@@ -267,13 +477,13 @@ cdef class RecordAccumulator:
     def reenqueue(self, ProducerBatch batch, int64_t now):
         batch.attempts += 1
         batch.last_attempt_ms = now
-        _insert_in_order(self._deques[batch.topic_partition], batch)
+        _insert_in_order(self._queue(batch.topic_partition), batch)
 
     def split_and_reenqueue(self, ProducerBatch batch):
         """The halves of a batch the broker refused as too large, back at the head of its deque
         (Java's splitAndReenqueue); the batch completes once they have (the Sender's part)."""
+        cdef PartitionQueue dq = self._queue(batch.topic_partition)
         halves = batch.split(self.batch_size, self.compression_type)
-        dq = self._deques[batch.topic_partition]
         for half in reversed(halves):
             _insert_in_order(dq, half)
         self._incomplete.update(halves)
@@ -281,18 +491,21 @@ cdef class RecordAccumulator:
 
     def expired_batches(self, int64_t now):
         cdef list expired = []
+        cdef PartitionQueue dq
         for dq in list(self._deques.values()):
-            while dq and now - (<ProducerBatch>dq[0]).created_ms >= self.delivery_timeout_ms \
-                    and not (<ProducerBatch>dq[0]).appending:
-                expired.append(dq.popleft())
+            while dq.count and now - (<ProducerBatch>dq.at(0)).created_ms >= \
+                    self.delivery_timeout_ms and not (<ProducerBatch>dq.at(0)).appending:
+                expired.append(dq.pop_front())
         return expired
 
     def next_expiry_delay(self, int64_t now):
-        oldest = None
+        cdef int64_t oldest = INT64_MAX
+        cdef PartitionQueue dq
         for dq in list(self._deques.values()):
-            if dq and (oldest is None or (<ProducerBatch>dq[0]).created_ms < oldest):
-                oldest = (<ProducerBatch>dq[0]).created_ms
-        return float("inf") if oldest is None else max(oldest + self.delivery_timeout_ms - now, 0)
+            if dq.count:
+                oldest = min(oldest, (<ProducerBatch>dq.at(0)).created_ms)
+        return float("inf") if oldest == INT64_MAX else \
+            max(oldest + self.delivery_timeout_ms - now, 0)
 
     def complete(self, ProducerBatch batch, base_offset=-1, log_append_time=-1, error=None,
                  record_errors=None):
@@ -316,7 +529,7 @@ cdef class RecordAccumulator:
         return bool(self._incomplete)
 
     def has_undrained(self):
-        return any(list(self._deques.values()))
+        return any([(<PartitionQueue>dq).count for dq in list(self._deques.values())])
 
     def close(self):
         self._closed = True

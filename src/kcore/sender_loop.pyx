@@ -96,7 +96,7 @@ cdef class SenderLoop:
     cdef int succeed_c(self, ProducerBatch batch, int64_t base_offset,
                        int64_t log_append_time) except -1:
         if self.guarantee_order:
-            self.accumulator.muted.discard(batch.topic_partition)
+            self.accumulator.unmute(batch.topic_partition)
         if self.tm is not None:
             self.tm.remove_c(batch, True)
         self.records_sent += batch.record_count

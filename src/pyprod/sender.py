@@ -159,7 +159,7 @@ class Sender(threading.Thread):
             if node_batches:
                 if self.guarantee_order:
                     for batch in node_batches:
-                        self.accumulator.muted.add(batch.topic_partition)
+                        self.accumulator.mute(batch.topic_partition)
                 self._send_produce_request(node, node_batches, now)
                 sent = True
         return 0 if sent else max(0, timeout)  # after a send, more may be sendable at once
@@ -295,7 +295,7 @@ class Sender(threading.Thread):
 
     def _unmute(self, batch):
         if self.guarantee_order:
-            self.accumulator.muted.discard(batch.topic_partition)
+            self.accumulator.unmute(batch.topic_partition)
 
     # -- idempotence ------------------------------------------------------------------------
     def _maybe_init_producer_id(self, now):

@@ -98,6 +98,13 @@ class RecordAccumulator:
             if not dq or len(dq) > 1 or dq[-1].is_full():
                 partitioner.switch_from(partition)
 
+    def mute(self, tp):
+        """No batch of tp is drained until unmute(tp) (order with one request in flight)."""
+        self.muted.add(tp)
+
+    def unmute(self, tp):
+        self.muted.discard(tp)
+
     # -- caller threads ---------------------------------------------------------------------
     def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
                now, abort_on_new_batch=False):

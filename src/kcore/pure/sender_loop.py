@@ -91,7 +91,7 @@ class SenderLoop:
     # -- completion --------------------------------------------------------------------------
     def succeed(self, batch, base_offset, log_append_time):
         if self.guarantee_order:
-            self.accumulator.muted.discard(batch.topic_partition)
+            self.accumulator.unmute(batch.topic_partition)
         if self.tm is not None:
             self.tm.remove(batch, acked=True)
         self.records_sent += batch.record_count
