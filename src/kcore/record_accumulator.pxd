@@ -5,6 +5,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.buffer_pool cimport BufferPool, kc_mutex_t
 from kcore.builtin_partitioner cimport BuiltInPartitioner
+from kcore.future cimport FutureRecordMetadata
 from kcore.producer_batch cimport ProducerBatch
 from kcore.transaction_manager cimport TransactionManager
 
@@ -32,6 +33,14 @@ cdef class TopicInfo:
     cdef public list tps
     cdef public list deques                       # PartitionQueue per partition
     cdef public BuiltInPartitioner partitioner   # the sticky partition for null keys
+
+
+# _append's flags: the append took its batch to batch_size (once per batch); it made a new
+# batch; it stopped before making one (abort_on_new_batch).
+cdef enum:
+    APPEND_FULL = 1
+    APPEND_NEW_BATCH = 2
+    APPEND_ABORTED = 4
 
 
 # What ready() found without the GIL: distinct ready nodes, queues with no leader, the delay.
@@ -78,9 +87,12 @@ cdef class RecordAccumulator:
     # A new batch on mem (need bytes from the pool, now owned by the batch), last in dq.
     cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
                                   Py_ssize_t need)
-    cdef tuple _append(self, PartitionQueue dq, object tp, int64_t ts, object key, object value,
-                       bytes hbytes, int32_t hcount, int64_t header_size, Py_ssize_t size,
-                       double max_block_ms, bint abort_on_new_batch)
+    # The record's future (None if aborted); flags gets the APPEND_* bits below.
+    cdef FutureRecordMetadata _append(self, PartitionQueue dq, object tp, int64_t ts,
+                                      object key, object value, bytes hbytes, int32_t hcount,
+                                      int64_t header_size, Py_ssize_t size,
+                                      double max_block_ms, bint abort_on_new_batch,
+                                      int* flags)
     # The head batch of dq may go, backoff aside (full, or grown if busy; lingered; pressed).
     cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil
     cdef list _drain_node(self, list parts, Py_ssize_t max_size, int64_t now, bint busy)

@@ -294,12 +294,17 @@ cdef class RecordAccumulator:
             key = bytes(key)
         if value is not None and not PyBytes_CheckExact(value):
             value = bytes(value)
-        return self._append(self._queue(tp), tp, timestamp_ms, key, value, hbytes, hcount,
-                            header_size, size, max_block_ms, abort_on_new_batch)
+        cdef int flags = 0
+        future = self._append(self._queue(tp), tp, timestamp_ms, key, value, hbytes, hcount,
+                              header_size, size, max_block_ms, abort_on_new_batch, &flags)
+        return (future, bool(flags & APPEND_FULL), bool(flags & APPEND_NEW_BATCH),
+                bool(flags & APPEND_ABORTED))
 
-    cdef tuple _append(self, PartitionQueue dq, object tp, int64_t ts, object key, object value,
-                       bytes hbytes, int32_t hcount, int64_t header_size, Py_ssize_t size,
-                       double max_block_ms, bint abort_on_new_batch):
+    cdef FutureRecordMetadata _append(self, PartitionQueue dq, object tp, int64_t ts,
+                                      object key, object value, bytes hbytes, int32_t hcount,
+                                      int64_t header_size, Py_ssize_t size,
+                                      double max_block_ms, bint abort_on_new_batch,
+                                      int* flags):
         cdef const uint8_t* kp = NULL
         cdef const uint8_t* vp = NULL
         cdef const uint8_t* hp = NULL
@@ -321,9 +326,12 @@ cdef class RecordAccumulator:
             future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
                                     size)
             if future is not None:
-                return future, not was_full and batch.is_full_c(), False, False
+                if not was_full and batch.is_full_c():
+                    flags[0] = APPEND_FULL
+                return future
         if abort_on_new_batch:
-            return None, False, False, True
+            flags[0] = APPEND_ABORTED
+            return None
         # No room: take memory, waiting without the GIL only if the pool is short (letting the
         # GIL go on every new batch hands it to the other caller threads), then retry.
         need = max(self.batch_size, RBB_HEADER_SIZE + size)
@@ -343,10 +351,13 @@ cdef class RecordAccumulator:
                                     size)
             if future is not None:
                 self.pool.release_raw(mem, need)
-                return future, not was_full and batch.is_full_c(), False, False
+                if not was_full and batch.is_full_c():
+                    flags[0] = APPEND_FULL
+                return future
         batch = self._new_batch(dq, tp, mem, need)
         future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
-        return future, batch.is_full_c(), True, False
+        flags[0] = APPEND_NEW_BATCH | (APPEND_FULL if batch.is_full_c() else 0)
+        return future
 
     cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
                                   Py_ssize_t need):

@@ -10,6 +10,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.builtin_partitioner cimport partition_for_key
 from kcore.producer_batch cimport size_upper_bound
+from kcore.record_accumulator cimport APPEND_ABORTED, APPEND_FULL, APPEND_NEW_BATCH
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 
 import time
@@ -81,6 +82,7 @@ cdef class SendPath:
         cdef Py_ssize_t size, hbytes_len = 0
         cdef bytes hbytes = None
         cdef bint sticky = False, abort = False
+        cdef int flags = 0
         cdef double remaining
         self._check_usable()
         if not PyUnicode_CheckExact(topic) or not topic:
@@ -136,18 +138,17 @@ cdef class SendPath:
             else:
                 part = info.partitioner._sticky_partition()
                 sticky = True
-        future, full, new_batch, aborted = acc._append(
-            info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
-            remaining, abort)
-        if aborted:  # KIP-480: the user partitioner is told, and asked again
+        future = acc._append(info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount,
+                             header_size, size, remaining, abort, &flags)
+        if flags & APPEND_ABORTED:  # KIP-480: the user partitioner is told, and asked again
             self.on_new_batch(topic, acc.metadata.cluster, part)
             part = self._custom(topic, key, kb, value, vb, info)
-            future, full, new_batch, _ = acc._append(
-                info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount, header_size, size,
-                remaining, False)
+            flags = 0
+            future = acc._append(info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount,
+                                 header_size, size, remaining, False, &flags)
         if sticky:
             acc._update_partition_info(info, part, size)
-        if new_batch or full:  # once per batch each: it may be sendable now
+        if flags & (APPEND_NEW_BATCH | APPEND_FULL):  # once per batch each: it may be sendable
             self.wakeup()
         return future
 
