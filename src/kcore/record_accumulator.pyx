@@ -200,12 +200,12 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t cap = self._queues_cap
         if dq is not None:
             return dq
+        dq = PartitionQueue(tp)
         if self._nqueues == cap:
             cap = cap * 2 if cap else 16
             grown = <PyObject**>malloc(cap * sizeof(PyObject*))
             if grown == NULL:
                 raise MemoryError()
-        dq = PartitionQueue(tp)
         self._deques[tp] = dq  # holds the reference _queues borrows
         kc_mutex_lock(&self._queues_lock)
         if grown != NULL:
@@ -379,20 +379,20 @@ cdef class RecordAccumulator:
         n = self._nqueues
         nodes = <int32_t*>malloc((n + nbusy + 1) * sizeof(int32_t))
         scan.unknown = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
-        if nodes == NULL or scan.unknown == NULL:
+        try:
+            if nodes == NULL or scan.unknown == NULL:
+                raise MemoryError()
+            for i, node in enumerate(busy):
+                nodes[n + i] = node
+            scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
+            with nogil:
+                self._scan(n, now, nodes + n, nbusy, &scan)
+            ready = {nodes[i] for i in range(scan.nready)}
+            unknown = {(<PartitionQueue>self._queues[scan.unknown[i]]).tp[0]
+                       for i in range(scan.nunknown)}
+        finally:
             free(nodes)
             free(scan.unknown)
-            raise MemoryError()
-        for i, node in enumerate(busy):
-            nodes[n + i] = node
-        scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
-        with nogil:
-            self._scan(n, now, nodes + n, nbusy, &scan)
-        ready = {nodes[i] for i in range(scan.nready)}
-        unknown = {(<PartitionQueue>self._queues[scan.unknown[i]]).tp[0]
-                   for i in range(scan.nunknown)}
-        free(nodes)
-        free(scan.unknown)
         return ReadyCheckResult(ready, float("inf") if scan.next_delay == INT64_MAX
                                 else scan.next_delay, unknown)
 
