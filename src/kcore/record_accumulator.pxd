@@ -23,6 +23,7 @@ cdef class PartitionQueue:
     cdef PyObject* at(self, Py_ssize_t i) noexcept nogil   # borrowed; 0 <= i < count
     cdef ProducerBatch last(self)                           # or None
     cdef int insert_c(self, Py_ssize_t i, ProducerBatch batch) except -1   # 0 <= i <= count
+    cdef PyObject* _take_front(self) noexcept             # its reference; count > 0
     cdef ProducerBatch pop_front(self)
 
 

@@ -94,15 +94,20 @@ cdef class PartitionQueue:
         kc_mutex_unlock(&self.lock)
         return 0
 
-    cdef ProducerBatch pop_front(self):
+    cdef PyObject* _take_front(self) noexcept:
         cdef PyObject* p
-        if not self.count:
-            raise IndexError("pop from an empty PartitionQueue")
         kc_mutex_lock(&self.lock)
         p = self.at(0)
         self.head = (self.head + 1) % self.cap
         self.count -= 1
         kc_mutex_unlock(&self.lock)
+        return p
+
+    cdef ProducerBatch pop_front(self):
+        cdef PyObject* p
+        if not self.count:
+            raise IndexError("pop from an empty PartitionQueue")
+        p = self._take_front()
         batch = <ProducerBatch>p
         _decref(p)  # the queue's reference
         return batch
@@ -139,6 +144,41 @@ cdef class PartitionQueue:
 
     def __repr__(self):
         return "PartitionQueue(%r, %d batches)" % (self.tp, self.count)
+
+
+# The cycle collector must see the batches a queue refers to (a batch's callbacks can refer back
+# to the producer that owns the queue): Cython's slots visit only the queue's object fields.
+cdef extern from "Python.h":
+    ctypedef int (*visitproc)(PyObject*, void*) noexcept
+    ctypedef int (*traverseproc)(PyObject*, visitproc, void*) noexcept
+    ctypedef int (*inquiry)(PyObject*) noexcept
+    ctypedef struct _GcSlots "PyTypeObject":
+        traverseproc tp_traverse
+        inquiry tp_clear
+
+cdef traverseproc _queue_traverse_fields
+cdef inquiry _queue_clear_fields
+
+
+cdef int _visit_queue(PyObject* o, visitproc visit, void* arg) noexcept:
+    cdef Py_ssize_t i
+    cdef int rc
+    for i in range((<PartitionQueue>o).count):
+        rc = visit((<PartitionQueue>o).at(i), arg)
+        if rc:
+            return rc
+    return _queue_traverse_fields(o, visit, arg)
+
+
+cdef int _clear_queue(PyObject* o) noexcept:
+    while (<PartitionQueue>o).count:
+        _decref((<PartitionQueue>o)._take_front())
+    return _queue_clear_fields(o)
+
+
+cdef _GcSlots* _slots = <_GcSlots*><PyObject*>PartitionQueue
+_queue_traverse_fields, _queue_clear_fields = _slots.tp_traverse, _slots.tp_clear
+_slots.tp_traverse, _slots.tp_clear = _visit_queue, _clear_queue
 
 
 cdef class TopicInfo:

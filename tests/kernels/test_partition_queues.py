@@ -124,3 +124,26 @@ def test_compiled_partition_queue_is_a_deque():
         dq.append(batches[i])
     del dq  # its references go with it
     assert [sys.getrefcount(b) for b in batches] == refs
+
+
+@pytest.mark.skipif(not kcore.EXTENSIONS, reason="the compiled PartitionQueue")
+def test_compiled_partition_queue_cycles_are_collected():
+    """A queue's batches are visible to the cycle collector: a batch whose callback refers back
+    to the queue's owner does not keep the cycle alive."""
+    import gc
+    import weakref
+    from kcore.record_accumulator import PartitionQueue
+
+    class Owner:
+        pass
+
+    batch = kcore.kernels(pure=False).ProducerBatch(("t", 0), 64, None, 0)
+    owner = Owner()
+    owner.queue = PartitionQueue(("t", 0))
+    owner.queue.append(batch)
+    batch.segments = [owner]   # the batch refers back to the queue's owner
+    assert batch in gc.get_referents(owner.queue)
+    alive = weakref.ref(owner)
+    del owner, batch
+    gc.collect()
+    assert alive() is None
