@@ -30,7 +30,9 @@ cdef class ProducerBatch:
     cdef public object memory          # the twin's PoolBuffer; here the raw slab below
     cdef public object payload
     cdef public int32_t base_sequence
-    cdef public object sequence_epoch
+    # the producer id and epoch the sequence was given under (sequence_epoch); -1: none
+    cdef readonly int64_t seq_producer_id
+    cdef readonly int32_t seq_producer_epoch
     cdef public bint closed
     cdef public bint appending         # a writer fills it (maybe without the GIL): hands off
     cdef public list segments          # send_batch calls' records in it: (future, ordinal,

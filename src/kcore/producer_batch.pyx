@@ -125,6 +125,7 @@ cdef class ProducerBatch:
         self.created_ms = self.last_attempt_ms = now_ms
         self.size = BATCH_HEADER
         self.base_sequence = -1
+        self.seq_producer_id = self.seq_producer_epoch = -1
 
     def __dealloc__(self):
         self.release_memory()
@@ -247,16 +248,24 @@ cdef class ProducerBatch:
                 self.payload = self.builder.build()  # bytes, so the pool memory can go now
                 self.release_memory()
             self.builder = None
-        elif producer_id >= 0 and (self.sequence_epoch != (producer_id, producer_epoch)
-                                   or base_sequence != self.base_sequence):
+        elif producer_id >= 0 and (self.seq_producer_id != producer_id or
+                                   self.seq_producer_epoch != producer_epoch or
+                                   base_sequence != self.base_sequence):
             records = self.payload
             self.payload = restamp(records, producer_id, producer_epoch, base_sequence)
             if type(records) is MemoryRecords:  # the bytes were copied: the memory can go
                 (<MemoryRecords>records).release()
         if producer_id >= 0:
             self.base_sequence = base_sequence
-            self.sequence_epoch = (producer_id, producer_epoch)
+            self.seq_producer_id, self.seq_producer_epoch = producer_id, producer_epoch
         return self.payload
+
+    @property
+    def sequence_epoch(self):
+        """(producer id, epoch) the sequence was given under, or None."""
+        if self.seq_producer_id < 0:
+            return None
+        return (self.seq_producer_id, self.seq_producer_epoch)
 
     cdef object _seal_in_place(self):
         """An uncompressed batch still in its pool memory: sealed there and handed over as

@@ -18,6 +18,8 @@ cdef class PartitionQueue:
     cdef Py_ssize_t head, count, cap
     cdef int32_t leader          # as of the accumulator's last look at metadata; -1: none
     cdef bint muted              # a request is in flight and order needs one at a time
+    cdef object entry_ref        # the transaction manager's state for tp, or None
+    cdef PyObject* entry         # (borrowed from entry_ref, for drain() without the GIL)
     cdef kc_mutex_t lock
 
     cdef PyObject* at(self, Py_ssize_t i) noexcept nogil   # borrowed; 0 <= i < count
@@ -74,6 +76,7 @@ cdef class RecordAccumulator:
     cdef Py_ssize_t _nqueues, _queues_cap
     cdef object _leaders_of            # the cluster the queues' leaders come from
     cdef Py_ssize_t _nleaders          # queues whose leader was read from it
+    cdef Py_ssize_t _nentries          # queues given their transaction manager entry
 
     cdef PartitionQueue _queue(self, object tp)
     cdef int _refresh_leaders(self, object cluster) except -1
@@ -96,7 +99,16 @@ cdef class RecordAccumulator:
                                       int* flags)
     # The head batch of dq may go, backoff aside (full, or grown if busy; lingered; pressed).
     cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil
-    cdef list _drain_node(self, list parts, Py_ssize_t max_size, int64_t now, bint busy)
+    # drain()'s choice without the GIL: for each node k, the queues whose head batch may go
+    # (one per partition, in round-robin order) land in picks[ends[k-1]:ends[k]].
+    cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
+                      const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
+                      Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
+    cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
+                         PyObject* tm) noexcept nogil
+    # The picked queues' head batches, up to max_size bytes: sealed, given sequences.
+    cdef list _take(self, const Py_ssize_t* picks, Py_ssize_t npicks, Py_ssize_t max_size,
+                    int64_t now)
 
 
 # The error for a pool result other than BP_OK.

@@ -4,7 +4,8 @@
 The GIL is the lock for the accumulator's Python state; a large record is copied without it
 only while its batch is marked ``appending`` (drain() leaves such a batch). Each partition's
 batches are a PartitionQueue, a C ring under its own mutex, so that ready() scans them all
-without the GIL while callers append.
+without the GIL while callers append, and drain() chooses its batches the same way (the
+transaction manager's per-partition state is C, owned by the Sender thread).
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject
@@ -17,6 +18,7 @@ from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.future cimport FutureRecordMetadata
 from kcore.producer_batch cimport ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
+from kcore.transaction_manager cimport TransactionManager
 
 import random
 import time
@@ -480,40 +482,99 @@ cdef class RecordAccumulator:
                 self.pool.nwaiters > 0 or self._closed or self._flushes > 0)
 
     def drain(self, cluster, nodes, max_request_size, int64_t now, busy=()):
-        cdef PartitionQueue dq
-        cdef dict by_node = {}
+        """The queues are chosen without the GIL (callers append meanwhile), then their head
+        batches are sealed and given sequences under one hold of it."""
+        cdef Py_ssize_t n, nnodes = len(nodes), k, start = 0
+        cdef TransactionManager tm = self.tm
+        order = list(nodes)
         self._refresh_leaders(cluster)
-        for dq in list(self._deques.values()):
-            if dq.leader in nodes:
-                by_node.setdefault(dq.leader, []).append(dq)
-        return {node: self._drain_node(by_node.get(node), max_request_size, now, node in busy)
-                for node in nodes}
+        if tm is not None:
+            for k in range(self._nentries, self._nqueues):
+                dq = <PartitionQueue>self._queues[k]
+                dq.entry_ref = tm.partition_entry(dq.tp)
+                dq.entry = <PyObject*>dq.entry_ref
+            self._nentries = self._nqueues
+        n = self._nqueues
+        cdef int32_t* ids = <int32_t*>malloc((nnodes + 1) * sizeof(int32_t))
+        cdef bint* busy_ = <bint*>malloc((nnodes + 1) * sizeof(bint))
+        cdef Py_ssize_t* idx = <Py_ssize_t*>malloc((2 * n + nnodes + 1) * sizeof(Py_ssize_t))
+        try:
+            if ids == NULL or busy_ == NULL or idx == NULL:
+                raise MemoryError()
+            for k in range(nnodes):
+                ids[k], busy_[k] = order[k], order[k] in busy
+            with nogil:
+                self._select(n, now, ids, busy_, nnodes, <PyObject*>tm if tm is not None
+                             else NULL, idx, idx + n, idx + 2 * n)
+            drained = {}
+            for k in range(nnodes):
+                drained[order[k]] = self._take(idx + n + start, idx[2 * n + k] - start,
+                                               max_request_size, now)
+                start = idx[2 * n + k]
+        finally:
+            free(ids)
+            free(busy_)
+            free(idx)
+        return drained
 
-    cdef list _drain_node(self, list parts, Py_ssize_t max_size, int64_t now, bint busy):
+    cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
+                      const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
+                      Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil:
+        cdef Py_ssize_t i, j, k, count, first, npicks = 0
+        cdef PyObject* dq
+        kc_mutex_lock(&self._queues_lock)
+        for k in range(nnodes):
+            count = 0
+            for i in range(n):  # the node's queues, in creation order
+                if (<PartitionQueue>self._queues[i]).leader == nodes[k]:
+                    scratch[count] = i
+                    count += 1
+            if count:
+                first = self._drain_index % count  # each node starts one queue further on
+                self._drain_index += 1
+                for j in range(count):
+                    i = scratch[(first + j) % count]
+                    dq = self._queues[i]
+                    kc_mutex_lock(&(<PartitionQueue>dq).lock)
+                    if self._drainable(dq, now, busy[k], tm):
+                        picks[npicks] = i
+                        npicks += 1
+                    kc_mutex_unlock(&(<PartitionQueue>dq).lock)
+            ends[k] = npicks
+        kc_mutex_unlock(&self._queues_lock)
+
+    cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
+                         PyObject* tm) noexcept nogil:
+        cdef PyObject* first
+        if not (<PartitionQueue>dq).count or (<PartitionQueue>dq).muted:
+            return False
+        first = (<PartitionQueue>dq).at(0)
+        if (<ProducerBatch>first).appending:
+            return False
+        if (<ProducerBatch>first).attempts > 0:
+            if now - (<ProducerBatch>first).last_attempt_ms < self.retry_backoff_ms:
+                return False
+        elif busy and not self._sendable(dq, now, True):
+            return False  # it grows meanwhile
+        return tm == NULL or (<TransactionManager>tm).may_drain_c(
+            (<PartitionQueue>dq).entry, first)
+
+    cdef list _take(self, const Py_ssize_t* picks, Py_ssize_t npicks, Py_ssize_t max_size,
+                    int64_t now):
         cdef ProducerBatch first
         cdef PartitionQueue dq
-        cdef Py_ssize_t size = 0, start, n = len(parts) if parts else 0
+        cdef Py_ssize_t j, size = 0
         cdef list batches = []
-        if not n:
-            return batches
-        start = self._drain_index % n
-        self._drain_index += 1
-        for dq in parts[start:] + parts[:start]:
-            if not dq.count or dq.muted:
+        for j in range(npicks):
+            dq = <PartitionQueue>self._queues[picks[j]]
+            if not dq.count:
                 continue
-            first = <ProducerBatch>dq.at(0)
-            if first.appending:
-                continue
-            if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff_ms:
-                continue
-            if busy and first.attempts == 0 and not self._sendable(<PyObject*>dq, now, True):
-                continue  # it grows meanwhile
-            if self.tm is not None and not self.tm.can_drain_c(first):
-                continue
-            if batches and size + first.estimated_size() > max_size:
+            first = <ProducerBatch>dq.at(0)  # only this thread takes batches off a queue
+            if batches and size + (len(first.payload) if first.payload is not None
+                                   else first.size) > max_size:
                 break
-            if not dq.count or <ProducerBatch>dq.at(0) is not first or first.appending:
-                continue  # changed during the calls above
+            if first.appending:
+                continue  # a caller took hold of it since the choice
             dq.pop_front()
             first.closed = True
             if self.tm is not None:

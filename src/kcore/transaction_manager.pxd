@@ -1,15 +1,21 @@
 # TransactionManager (see transaction_manager.pyx): cimported by record_accumulator.
+from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
 from kcore.producer_batch cimport ProducerBatch
 
 
 # One partition's sequence state under the current producer id (Java's TxnPartitionEntry).
+# Kept for good once made (a new producer id resets it), so an accumulator queue can hold it.
 cdef class _Partition:
     cdef int32_t next_sequence
     cdef int64_t acked           # sequence after the last acknowledged batch; -1: none yet
     cdef int64_t unwritten_from  # first sequence the broker has not written; -1: unknown
     cdef list in_flight          # batches sorted by sequence
+    cdef Py_ssize_t count        # len(in_flight), and the last one's sequence, for nogil
+    cdef int64_t last_sequence   # readers
+
+    cdef int _changed(self) except -1   # after in_flight changed
 
 
 cdef class TransactionManager:
@@ -34,5 +40,11 @@ cdef class TransactionManager:
     cdef int _remove(self, object batch, bint acked) except -1
     # For other kernels: as can_drain, assign and remove, reading the batch's C fields.
     cdef bint can_drain_c(self, ProducerBatch batch) except -1
+    # can_drain without the GIL (on the Sender thread, which alone changes this state):
+    # entry is the batch's _Partition (from partition_entry), batch a compiled ProducerBatch.
+    cdef bint may_drain_c(self, PyObject* entry, PyObject* batch) noexcept nogil
+    cdef bint _may_drain(self, PyObject* entry, int64_t seq, bint in_epoch) noexcept nogil
+    cdef bint _in_epoch_c(self, PyObject* batch) noexcept nogil
+    cdef _Partition partition_entry(self, object tp)
     cdef int assign_c(self, ProducerBatch batch) except -1
     cdef int remove_c(self, ProducerBatch batch, bint acked) except -1

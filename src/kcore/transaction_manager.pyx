@@ -1,5 +1,6 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/transaction_manager.py (see it for the design)."""
+from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
 from kcore.producer_batch cimport ProducerBatch
@@ -29,16 +30,21 @@ cdef inline object _tp(object b):
     return b.topic_partition
 
 
-cdef inline object _epoch(object b):
-    if isinstance(b, ProducerBatch):
-        return (<ProducerBatch>b).sequence_epoch
-    return b.sequence_epoch
+cdef inline bint _unknown_fate(PyObject* entry, int64_t seq) noexcept nogil:
+    """May the broker have written the batch of this sequence under the current id?"""
+    cdef int64_t unwritten = (<_Partition>entry).unwritten_from
+    return unwritten < 0 or seq < unwritten
 
 
 cdef class _Partition:
     def __cinit__(self):
-        self.acked = self.unwritten_from = -1
+        self.acked = self.unwritten_from = self.last_sequence = -1
         self.in_flight = []
+
+    cdef int _changed(self) except -1:
+        self.count = len(self.in_flight)
+        self.last_sequence = _seq(self.in_flight[self.count - 1]) if self.count else -1
+        return 0
 
 
 cdef class TransactionManager:
@@ -77,6 +83,9 @@ cdef class TransactionManager:
             p = self._partitions[tp] = _Partition()
         return p
 
+    cdef _Partition partition_entry(self, object tp):
+        return self._partition(tp)
+
     # -- producer id -------------------------------------------------------------------------
     def has_producer_id(self):
         return self._producer_id >= 0 and not self._reset_pending
@@ -98,8 +107,8 @@ cdef class TransactionManager:
     cdef bint _must_ask(self, object batch) except -1:
         if not self._in_epoch(batch):
             return False
-        cdef _Partition p = self._partitions.get(_tp(batch))
-        return p is None or p.unwritten_from < 0 or _seq(batch) < p.unwritten_from
+        cdef _Partition p = self._partition(_tp(batch))
+        return _unknown_fate(<PyObject*>p, _seq(batch))
 
     def not_written(self, batch):
         self._not_written(batch)
@@ -122,14 +131,9 @@ cdef class TransactionManager:
         cdef _Partition p
         self._producer_id, self._producer_epoch = producer_id, producer_epoch
         self._epoch_key = (producer_id, producer_epoch)
-        # sequences restart; partitions with nothing in flight are forgotten
-        for tp in list(self._partitions):
-            p = self._partitions[tp]
-            if p.in_flight:
-                p.next_sequence = 0
-                p.acked = p.unwritten_from = -1
-            else:
-                del self._partitions[tp]
+        for p in self._partitions.values():  # sequences restart
+            p.next_sequence = 0
+            p.acked = p.unwritten_from = -1
         self._waiting.clear()
         self._reset_pending = False
 
@@ -153,7 +157,14 @@ cdef class TransactionManager:
         return self._in_epoch(batch)
 
     cdef bint _in_epoch(self, object batch) except -1:
-        return _seq(batch) >= 0 and _epoch(batch) == self._epoch_key
+        if isinstance(batch, ProducerBatch):
+            return self._in_epoch_c(<PyObject*>batch)
+        return batch.base_sequence >= 0 and batch.sequence_epoch == self._epoch_key
+
+    cdef bint _in_epoch_c(self, PyObject* batch) noexcept nogil:
+        return (<ProducerBatch>batch).base_sequence >= 0 and \
+            (<ProducerBatch>batch).seq_producer_id == self._producer_id and \
+            (<ProducerBatch>batch).seq_producer_epoch == self._producer_epoch
 
     def can_drain(self, batch):
         return self._can_drain(batch)
@@ -162,18 +173,26 @@ cdef class TransactionManager:
         return self._can_drain(batch)
 
     cdef bint _can_drain(self, object batch) except -1:
-        cdef _Partition p = self._partitions.get(_tp(batch))
-        cdef Py_ssize_t n = len(p.in_flight) if p is not None else 0
+        cdef _Partition p = self._partition(_tp(batch))
+        return self._may_drain(<PyObject*>p, _seq(batch), self._in_epoch(batch))
+
+    cdef bint may_drain_c(self, PyObject* entry, PyObject* batch) noexcept nogil:
+        return self._may_drain(entry, (<ProducerBatch>batch).base_sequence,
+                               self._in_epoch_c(batch))
+
+    cdef bint _may_drain(self, PyObject* entry, int64_t seq, bint in_epoch) noexcept nogil:
+        cdef Py_ssize_t n = (<_Partition>entry).count
         if self._reset_pending:  # only to ask about a batch of unknown fate, one at a time
-            return self._producer_id >= 0 and n == 0 and self._must_ask(batch)
+            return self._producer_id >= 0 and n == 0 and in_epoch and \
+                _unknown_fate(entry, seq)              # (_must_ask)
         if self._producer_id < 0:
             return False
         if n == 0:
             return True
-        if n >= (self.max_in_flight if p.acked >= 0 else 1):
+        if n >= (self.max_in_flight if (<_Partition>entry).acked >= 0 else 1):
             return False
-        if self._in_epoch(batch):
-            return _seq(p.in_flight[n - 1]) < _seq(batch)
+        if in_epoch:
+            return (<_Partition>entry).last_sequence < seq
         return True
 
     def assign(self, batch):
@@ -199,6 +218,7 @@ cdef class TransactionManager:
             while i < n and _seq(p.in_flight[i]) <= seq:
                 i += 1
             p.in_flight.insert(i, batch)
+        p._changed()
         self._in_flight_count += 1
         return 0
 
@@ -238,6 +258,7 @@ cdef class TransactionManager:
             for i in range(len(p.in_flight)):
                 if p.in_flight[i] is batch:
                     del p.in_flight[i]
+                    p._changed()
                     self._in_flight_count -= 1
                     break
         return 0
