@@ -20,7 +20,7 @@ def extensions():
             [p],
             include_dirs=["src/kcore"],
             extra_compile_args=args,
-            libraries=["ws2_32"] if sys.platform == "win32" and p.endswith("selector.pyx") else [],
+            libraries=["ws2_32"] if sys.platform == "win32" and p.endswith(("selector.pyx", "channel.pyx")) else [],
         )
         for p in sorted(glob("src/kcore/*.pyx"))
         if not only or os.path.basename(p)[:-4] in only

@@ -1,8 +1,9 @@
-"""One broker connection: a non-blocking socket, its state, send/receive buffers, in-flight FIFO.
+"""One broker connection: a non-blocking socket, its state, its in-flight FIFO.
 
 Java splits this over KafkaChannel, ClusterConnectionStates and InFlightRequests; here one object
-per node holds it all and lives across reconnects (it keeps the reconnect backoff). It does no
-select(): NetworkClient polls the sockets and calls connect/finish_connect/write/read/close.
+per node holds it all and lives across reconnects (it keeps the reconnect backoff). Its byte
+streams (requests waiting to be written, response frames being read) are a kcore Channel. It does
+no select(): NetworkClient polls the sockets and calls connect/finish_connect/write/read/close.
 Kafka answers requests on one connection in order, so responses must match the FIFO head.
 With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the handshake runs
 non-blocking in HANDSHAKING, then the same read/write paths go through the ssl object, which
@@ -15,7 +16,7 @@ import socket
 import ssl
 import sys
 
-from kcore import MAX_IOV, recv_into, send_buffers
+from kcore import RECV_CHUNK, Channel
 from pyprod import errors
 
 DISCONNECTED = "DISCONNECTED"
@@ -28,8 +29,6 @@ SETTING_UP = (CONNECTING, HANDSHAKING, CHECKING_API_VERSIONS, AUTHENTICATING)
 
 MAX_DELAY_MS = sys.maxsize
 _NEVER = -(1 << 62)
-_RECV_CHUNK = 65536
-_MAX_IOV = MAX_IOV
 _SSL_SMALL = 4096       # smaller buffers are joined into one TLS write (one record, one syscall)
 _SSL_JOIN_MAX = 16384
 # ssl errors that mean the peer went away, not that it refused us
@@ -145,7 +144,8 @@ class BrokerConnection:
         self.last_attempt_ms = _NEVER
         self.reconnect_backoff_ms = 0
         self._backoff = backoff or ExponentialBackoff(50, 30000)  # kafka-python's defaults
-        self._max_frame = int(receive_message_max_bytes)
+        self._channel = Channel(int(receive_message_max_bytes),
+                                "node %s (%s:%s)" % (node_id, host, port))
         self._addrs = []
         self._ssl_context = ssl_context
         self._tls = False                    # the socket is an SSLSocket
@@ -153,12 +153,7 @@ class BrokerConnection:
         self._ssl_retry = None               # (views, joined bytes) of a TLS write to redo as is
         self.authenticator = None            # SaslClientAuthenticator while one runs
         self.reauth_at_ms = None             # KIP-368: authenticate again from then on
-        self._out = collections.deque()  # [request, [memoryview, ...]] not fully written
-        self._rbuf = None
-        self._size_buf = bytearray(4)
-        self._size_got = 0
-        self._frame = None                 # bytearray of the frame being read, or None
-        self._frame_size = 0
+        self._tls_rbuf = None                # what the ssl object decrypts into
 
     def __repr__(self):
         return "<BrokerConnection node=%s %s:%s %s>" % (
@@ -186,7 +181,7 @@ class BrokerConnection:
     def wants_write(self):
         if self.state == HANDSHAKING:
             return self._hs_wants_write
-        return self.state == CONNECTING or bool(self._out)
+        return self.state == CONNECTING or self._channel.wants_write
 
     def fileno(self):
         return self.sock.fileno()
@@ -296,73 +291,46 @@ class BrokerConnection:
         self.reauth_at_ms = None
         failed = list(self.in_flight)
         self.in_flight.clear()
-        self._out.clear()
-        self._frame = None
-        self._size_got = 0
+        self._channel.clear()
         return failed
 
     # -- sending --
 
     def enqueue(self, request, buffers):
         """Queue a whole frame (list of bytes-like) for writing; the request joins the FIFO."""
-        views = []
-        for b in buffers:
-            mv = b if isinstance(b, memoryview) else memoryview(b)
-            if mv.ndim != 1 or mv.itemsize != 1:
-                mv = mv.cast("B")
-            if len(mv):
-                views.append(mv)
         self.in_flight.append(request)
-        self._out.append([request, views])
+        self._channel.enqueue(request, buffers)
 
     def write(self, now):
         """Write as much as the socket takes. Returns requests whose bytes are now fully written
         and that expect no response (they leave the FIFO). Raises KafkaConnectionError."""
+        try:
+            written = self._tls_write() if self._tls else self._channel.write(self.sock)
+        except OSError as e:
+            if self._tls:
+                raise ssl_failure(e, self.node_id, self.host, self.port, "write") from e
+            raise errors.KafkaConnectionError(
+                "send to node %s failed: %s" % (self.node_id, e)) from None
+        self.last_activity_ms = now
         done = []
-        out = self._out
-        while out:
-            iov = []
-            for _, views in out:
-                iov.extend(views[:_MAX_IOV - len(iov)])
-                if len(iov) >= _MAX_IOV:
-                    break
+        for req in written:
+            if not req.expects_response:
+                self.in_flight.remove(req)
+                self.unanswered.append(req.correlation_id)
+                done.append(req)
+        return done
+
+    def _tls_write(self):
+        written, channel = [], self._channel
+        while channel.wants_write:
             try:
-                n = self._ssl_send(iov) if self._tls else send_buffers(self.sock, iov)
+                n = self._ssl_send(channel.pending())
             except (BlockingIOError, InterruptedError):
                 break
-            except OSError as e:
-                if self._tls:
-                    raise ssl_failure(e, self.node_id, self.host, self.port, "write") from e
-                raise errors.KafkaConnectionError(
-                    "send to node %s failed: %s" % (self.node_id, e)) from None
+            written += channel.advance(n)  # (frames with no bytes left complete on 0 too)
             if not n:
                 break
-            self.last_activity_ms = now
-            written = n
-            while out and written:
-                req, views = out[0]
-                while views and written:
-                    head = views[0]
-                    if written >= len(head):
-                        written -= len(head)
-                        views.pop(0)
-                    else:
-                        views[0] = head[written:]
-                        written = 0
-                if views:
-                    break
-                out.popleft()
-                if not req.expects_response:
-                    self.in_flight.remove(req)
-                    self.unanswered.append(req.correlation_id)
-                    done.append(req)
-            while out and not out[0][1]:  # zero-length frames cannot happen, but be safe
-                req = out.popleft()[0]
-                if not req.expects_response:
-                    self.in_flight.remove(req)
-                    self.unanswered.append(req.correlation_id)
-                    done.append(req)
-        return done
+        return written
 
     def _ssl_send(self, iov):
         """Bytes of iov the ssl object took. SSL_write takes a buffer whole or not at all, and a
@@ -393,18 +361,6 @@ class BrokerConnection:
             i += count
         return sent
 
-    def _recv(self):
-        if not self._tls:
-            return recv_into(self.sock, self._rbuf)
-        try:
-            return self.sock.recv_into(self._rbuf)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            raise BlockingIOError(errno.EAGAIN, "TLS read would block") from None
-        except _SSL_CLOSED:
-            return 0
-        except ssl.SSLError as e:
-            raise ssl_failure(e, self.node_id, self.host, self.port, "read") from e
-
     # -- receiving --
 
     def read(self, now, max_reads=32):
@@ -412,62 +368,45 @@ class BrokerConnection:
         without the size prefix) and None, or the error that ends the connection
         (KafkaConnectionError on EOF/socket error, InvalidReceiveError on a bad frame size);
         frames that arrived before the error are still returned."""
-        if self._rbuf is None:
-            self._rbuf = bytearray(_RECV_CHUNK)
-            self._rview = memoryview(self._rbuf)
         frames = []
-        view = self._rview
         try:
-            for _ in range(max_reads):
-                try:
-                    n = self._recv()
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError as e:
-                    raise errors.KafkaConnectionError(
-                        "receive from node %s failed: %s" % (self.node_id, e)) from None
-                if n == 0:
-                    raise errors.KafkaConnectionError(
-                        "connection to node %s (%s:%s) closed by the broker" % (
-                            self.node_id, self.host, self.port))
+            try:
+                got, eof = self._tls_read(frames, max_reads) if self._tls else \
+                    self._channel.read(self.sock, frames, max_reads)
+            except OSError as e:
+                raise errors.KafkaConnectionError(
+                    "receive from node %s failed: %s" % (self.node_id, e)) from None
+            if got:
                 self.last_activity_ms = now
-                self._parse(view, n, frames)
-                if n < len(self._rbuf) and not self._tls:
-                    break  # (TLS hands out one record per call: read on until it would block)
+            if eof:
+                raise errors.KafkaConnectionError(
+                    "connection to node %s (%s:%s) closed by the broker" % (
+                        self.node_id, self.host, self.port))
         except errors.KafkaError as e:
             _drop_tracebacks(e)  # its frames hold the frames list: a cycle for the gc to find
             return frames, e
         return frames, None
 
-    def _parse(self, view, n, frames):
-        pos = 0
-        while pos < n:
-            if self._frame is None:
-                take = min(4 - self._size_got, n - pos)
-                self._size_buf[self._size_got:self._size_got + take] = view[pos:pos + take]
-                self._size_got += take
-                pos += take
-                if self._size_got < 4:
-                    return
-                self._size_got = 0
-                size = int.from_bytes(self._size_buf, "big", signed=True)
-                if size < 4 or size > self._max_frame:
-                    raise errors.InvalidReceiveError(
-                        "node %s (%s:%s) sent a frame of %d bytes (valid: 4..%d, "
-                        "receive_message_max_bytes); closing the connection" % (
-                            self.node_id, self.host, self.port, size, self._max_frame))
-                if n - pos >= size:  # whole frame in this chunk: one copy
-                    frames.append(bytes(view[pos:pos + size]))
-                    pos += size
-                    continue
-                self._frame = bytearray()  # grows as bytes arrive, never preallocated
-                self._frame_size = size
-            take = min(self._frame_size - len(self._frame), n - pos)
-            self._frame += view[pos:pos + take]
-            pos += take
-            if len(self._frame) == self._frame_size:
-                frames.append(self._frame)
-                self._frame = None
+    def _tls_read(self, frames, max_reads):
+        """As Channel.read, through the ssl object: it hands out one TLS record per call, so
+        read on until it would block."""
+        if self._tls_rbuf is None:
+            self._tls_rbuf = memoryview(bytearray(RECV_CHUNK))
+        got = 0
+        for _ in range(max_reads):
+            try:
+                n = self.sock.recv_into(self._tls_rbuf)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                break
+            except _SSL_CLOSED:
+                return got, True
+            except ssl.SSLError as e:
+                raise ssl_failure(e, self.node_id, self.host, self.port, "read") from e
+            if n == 0:
+                return got, True
+            got += n
+            self._channel.feed(self._tls_rbuf, n, frames)
+        return got, False
 
     def complete_next(self, correlation_id):
         """Pop the FIFO head for a response (None for an answer to a request that expected

@@ -128,7 +128,7 @@ _CHUNKS = (1, 3, 4, 7, 64, 1 << 16)
 
 
 def _connection_target():
-    from pyprod.connection import BrokerConnection
+    from kcore import Channel
     max_frame = 1 << 20
 
     def seed(case, rng, lie):
@@ -141,18 +141,18 @@ def _connection_target():
 
     def run(case, data):
         module, version = case
-        conn = BrokerConnection(1, "127.0.0.1", 9092, receive_message_max_bytes=max_frame)
+        channel = Channel(max_frame, "node 1 (127.0.0.1:9092)")
         frames, view, pos = [], memoryview(data), 0
         chunk = _CHUNKS[len(data) % len(_CHUNKS)]
-        while pos < len(data):  # what BrokerConnection.read does with each recv
+        while pos < len(data):  # what a connection's read does with each recv
             n = min(chunk, len(data) - pos)
-            conn._parse(view[pos:pos + n], n, frames)
+            channel.feed(view[pos:pos + n], n, frames)
             pos += n
         return [header.decode_response(module, version, f, CORRELATION_ID, False)
                 for f in frames]
 
     return Target("connection", _FRAME_CASES, seed, run,
-                  doc="BrokerConnection._parse + header.decode_response")
+                  doc="kcore Channel.feed + header.decode_response")
 
 
 class _Harness:

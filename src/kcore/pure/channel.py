@@ -1,0 +1,148 @@
+"""A broker connection's two byte streams (Java's KafkaChannel with its NetworkSend queue and
+NetworkReceive): requests waiting to be written, whole frames in order, each handed over as a
+list of bytes-like objects that are written uncopied; and the size-prefixed frames being read.
+
+write() writes plaintext with writev; for TLS the connection writes pending() through its ssl
+object and reports the count with advance(). Both return the tags of the frames whose last byte
+went out. read() reads plaintext; for TLS the connection reads and hands the bytes to feed().
+A frame size outside 4..max_frame is an InvalidReceiveError; a frame grows as its bytes arrive
+(a hostile size never allocates up front).
+
+The compiled twin keeps both streams in C (kcore/channel.pyx), so the Sender's loop can drive
+them without the GIL.
+"""
+from kcore.pure.selector import MAX_IOV, recv_into, send_buffers
+from pyprod.errors import InvalidReceiveError
+
+__all__ = ["Channel", "RECV_CHUNK"]
+
+RECV_CHUNK = 65536
+
+
+class Channel:
+    def __init__(self, max_frame, peer):
+        self.max_frame = int(max_frame)
+        self.peer = peer           # "node 1 (host:port)", for errors
+        self._out = []             # [tag, [memoryview, ...]] not fully written, oldest first
+        self._rbuf = None
+        self._size_buf = bytearray(4)
+        self._size_got = 0
+        self._frame = None         # bytearray of the frame being read, or None
+        self._frame_size = 0
+
+    # -- sending --
+    def enqueue(self, tag, buffers):
+        """Queue a whole frame; tag comes back from write()/advance() once it is written."""
+        views = []
+        for b in buffers:
+            mv = b if isinstance(b, memoryview) else memoryview(b)
+            if mv.ndim != 1 or mv.itemsize != 1:
+                mv = mv.cast("B")
+            if len(mv):
+                views.append(mv)
+        self._out.append([tag, views])
+
+    @property
+    def wants_write(self):
+        return bool(self._out)
+
+    def pending(self, max_iov=MAX_IOV):
+        """The unwritten buffers, oldest first (at most max_iov)."""
+        iov = []
+        for _, views in self._out:
+            iov.extend(views[:max_iov - len(iov)])
+            if len(iov) >= max_iov:
+                break
+        return iov
+
+    def advance(self, written):
+        """written bytes of pending() went out: the tags of the frames now fully written."""
+        done, out = [], self._out
+        while out:
+            tag, views = out[0]
+            while views and written:
+                head = views[0]
+                if written >= len(head):
+                    written -= len(head)
+                    views.pop(0)
+                else:
+                    views[0] = head[written:]
+                    written = 0
+            if views:
+                break
+            out.pop(0)
+            done.append(tag)
+        return done
+
+    def write(self, sock):
+        """Write what a plaintext socket takes; the tags of the frames now fully written.
+        OSError other than would-block is raised."""
+        done = []
+        while self._out:
+            try:
+                n = send_buffers(sock, self.pending())
+            except (BlockingIOError, InterruptedError):
+                break
+            done += self.advance(n)
+            if not n:
+                break
+        return done
+
+    # -- receiving --
+    def read(self, sock, frames, max_reads=32):
+        """Read a plaintext socket until it would block (at most max_reads reads), adding the
+        complete frames (without size prefix) to frames. Returns (bytes read, eof)."""
+        if self._rbuf is None:
+            self._rbuf = bytearray(RECV_CHUNK)
+            self._rview = memoryview(self._rbuf)
+        total = 0
+        for _ in range(max_reads):
+            try:
+                n = recv_into(sock, self._rbuf)
+            except (BlockingIOError, InterruptedError):
+                break
+            if n == 0:
+                return total, True
+            total += n
+            self.feed(self._rview, n, frames)
+            if n < RECV_CHUNK:
+                break
+        return total, False
+
+    def feed(self, view, n, frames):
+        """The first n bytes of view arrived: add the frames they complete to frames."""
+        if not 0 <= n <= len(view):
+            raise ValueError("n out of range: %d of %d bytes" % (n, len(view)))
+        pos = 0
+        while pos < n:
+            if self._frame is None:
+                take = min(4 - self._size_got, n - pos)
+                self._size_buf[self._size_got:self._size_got + take] = view[pos:pos + take]
+                self._size_got += take
+                pos += take
+                if self._size_got < 4:
+                    return
+                self._size_got = 0
+                size = int.from_bytes(self._size_buf, "big", signed=True)
+                if size < 4 or size > self.max_frame:
+                    raise InvalidReceiveError(
+                        "%s sent a frame of %d bytes (valid: 4..%d, receive_message_max_bytes); "
+                        "closing the connection" % (self.peer, size, self.max_frame))
+                if n - pos >= size:  # whole frame in this chunk: one copy
+                    frames.append(bytes(view[pos:pos + size]))
+                    pos += size
+                    continue
+                self._frame = bytearray()
+                self._frame_size = size
+            take = min(self._frame_size - len(self._frame), n - pos)
+            self._frame += view[pos:pos + take]
+            pos += take
+            if len(self._frame) == self._frame_size:
+                frames.append(self._frame)
+                self._frame = None
+
+    def clear(self):
+        """Drop what is unwritten and the frame being read (the connection closed)."""
+        self._out.clear()
+        self._frame = None
+        self._size_got = 0
