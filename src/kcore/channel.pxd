@@ -2,6 +2,8 @@
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint8_t
 
+from kcore.selector_impl cimport kc_sock
+
 
 # One buffer of a queued frame, held (Py_buffer) until written.
 ctypedef struct Piece:
@@ -20,8 +22,20 @@ cdef class Channel:
     cdef int size_got
     cdef object frame            # bytearray of the frame being read, or None
     cdef Py_ssize_t frame_size
+    # Direct I/O (Selector.select_io, without the GIL): the plaintext socket, the bytes read
+    # and not framed yet, and the errors met, all taken with the GIL by take_*().
+    cdef kc_sock fd              # -1: not attached
+    cdef uint8_t* inbox
+    cdef Py_ssize_t inbox_len
+    cdef bint eof
+    cdef int write_errno, read_errno
 
     cdef void _release_all(self) noexcept
     cdef int _push(self, object b, bint last, object tag) except -1
     cdef int _advance(self, Py_ssize_t written, list done) except -1
     cdef int _feed(self, const uint8_t* data, Py_ssize_t n, list frames) except -1
+    # The I/O poll() found the attached socket ready for (revents), without the GIL: writes
+    # advance the pieces' offsets (take_written releases them), reads fill the inbox.
+    cdef void io_c(self, short revents, short interest) noexcept nogil
+    cdef void _advance_offsets(self, Py_ssize_t written) noexcept nogil
+    cdef int _gather(self, const void** ptrs, size_t* lens, Py_ssize_t* total) noexcept nogil

@@ -11,7 +11,8 @@ from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memmove, memset
 
-from kcore.selector cimport KC_EAGAIN, KC_EINTR, kc_recv, kc_send_iov, kc_sock, kc_sock_errno
+from kcore.selector_impl cimport (KC_EAGAIN, KC_EINTR, KC_POLLERR, KC_POLLIN, KC_POLLOUT,
+                                 kc_recv, kc_send_iov, kc_sock, kc_sock_errno)
 
 import errno
 import os
@@ -21,7 +22,9 @@ from pyprod.errors import InvalidReceiveError
 __all__ = ["Channel", "RECV_CHUNK"]
 
 RECV_CHUNK = 65536
+INBOX = 262144   # bytes select_io reads per socket and poll, at most
 cdef Py_ssize_t _RECV_CHUNK = 65536
+cdef Py_ssize_t _INBOX = 262144
 cdef int _MAX_IOV = 64
 cdef Py_ssize_t _NOGIL_WRITE = 16384   # as kcore.selector.send_buffers
 cdef int _PyBUF_READ = 0x100
@@ -35,6 +38,9 @@ cdef kc_sock _fd(sock) except? -1:
 
 
 cdef class Channel:
+    def __cinit__(self, *args, **kwargs):
+        self.fd = -1
+
     def __init__(self, max_frame, peer):
         self.max_frame = max_frame
         self.peer = peer
@@ -43,6 +49,7 @@ cdef class Channel:
         self._release_all()
         free(self.pieces)
         free(self.rbuf)
+        free(self.inbox)
 
     cdef void _release_all(self) noexcept:
         cdef Piece* p
@@ -146,20 +153,13 @@ cdef class Channel:
         cdef const void* ptrs[64]
         cdef size_t lens[64]
         cdef int n, err
-        cdef Py_ssize_t i, total
+        cdef Py_ssize_t total
         cdef long long rc
-        cdef Piece* p
         cdef kc_sock fd = _fd(sock)
         cdef list done = []
+        self._advance(0, done)  # pieces select_io wrote
         while self.count:
-            n, total = 0, 0
-            for i in range(self.head, self.head + self.count):
-                if n == _MAX_IOV:
-                    break
-                p = &self.pieces[i]
-                ptrs[n], lens[n] = <char*>p.view.buf + p.off, <size_t>(p.view.len - p.off)
-                total += p.view.len - p.off
-                n += 1
+            n = self._gather(ptrs, lens, &total)
             if total == 0:
                 rc = 0
             elif total >= _NOGIL_WRITE:  # the kernel copies (and, on loopback, delivers) it
@@ -176,6 +176,22 @@ cdef class Channel:
             if rc < total:
                 break
         return done
+
+    cdef int _gather(self, const void** ptrs, size_t* lens, Py_ssize_t* total) noexcept nogil:
+        """The unwritten bytes as an iovec (at most _MAX_IOV entries): their count."""
+        cdef int n = 0
+        cdef Py_ssize_t i
+        cdef Piece* p
+        total[0] = 0
+        for i in range(self.head, self.head + self.count):
+            if n == _MAX_IOV:
+                break
+            p = &self.pieces[i]
+            if p.view.len > p.off:
+                ptrs[n], lens[n] = <char*>p.view.buf + p.off, <size_t>(p.view.len - p.off)
+                total[0] += p.view.len - p.off
+                n += 1
+        return n
 
     # -- receiving --
     def read(self, sock, list frames not None, int max_reads=32):
@@ -251,7 +267,96 @@ cdef class Channel:
         return 0
 
     def clear(self):
-        """Drop what is unwritten and the frame being read (the connection closed)."""
+        """Drop what is unwritten and the frame being read (the connection closed); detach."""
         self._release_all()
         self.frame = None
         self.size_got = 0
+        self.detach()
+
+    # -- direct I/O (Selector.select_io) --
+    def attach(self, sock):
+        """From now on Selector.select_io writes and reads this plaintext socket itself."""
+        self.fd = _fd(sock)
+        if self.inbox == NULL:
+            self.inbox = <uint8_t*>malloc(_INBOX)
+            if self.inbox == NULL:
+                self.fd = -1
+                raise MemoryError()
+
+    def detach(self):
+        self.fd = -1
+        self.inbox_len, self.eof, self.write_errno, self.read_errno = 0, False, 0, 0
+
+    @property
+    def direct(self):
+        return self.fd >= 0
+
+    def io(self, bint readable, bint writable):
+        """What select_io does for a ready socket (tests; select_io calls io_c directly)."""
+        if self.fd >= 0:
+            with nogil:
+                self.io_c((KC_POLLIN if readable else 0) | (KC_POLLOUT if writable else 0),
+                          KC_POLLIN | KC_POLLOUT)
+
+    cdef void io_c(self, short revents, short interest) noexcept nogil:
+        cdef const void* ptrs[64]
+        cdef size_t lens[64]
+        cdef int n
+        cdef Py_ssize_t total
+        cdef long long rc
+        if self.fd < 0 or self.write_errno or self.read_errno or self.eof:
+            return
+        while revents & (KC_POLLOUT | KC_POLLERR) and interest & KC_POLLOUT:
+            n = self._gather(ptrs, lens, &total)
+            if total == 0:
+                break
+            rc = kc_send_iov(self.fd, ptrs, lens, n)
+            if rc < 0:
+                if kc_sock_errno() != KC_EAGAIN and kc_sock_errno() != KC_EINTR:
+                    self.write_errno = kc_sock_errno()
+                break
+            self._advance_offsets(<Py_ssize_t>rc)
+            if rc < total:
+                break
+        while revents & (KC_POLLIN | KC_POLLERR) and self.inbox_len < _INBOX:
+            rc = kc_recv(self.fd, self.inbox + self.inbox_len, _INBOX - self.inbox_len)
+            if rc < 0:
+                if kc_sock_errno() != KC_EAGAIN and kc_sock_errno() != KC_EINTR:
+                    self.read_errno = kc_sock_errno()
+                break
+            if rc == 0:
+                self.eof = True
+                break
+            self.inbox_len += rc
+
+    cdef void _advance_offsets(self, Py_ssize_t written) noexcept nogil:
+        cdef Py_ssize_t i, left
+        cdef Piece* p
+        for i in range(self.head, self.head + self.count):
+            if not written:
+                return
+            p = &self.pieces[i]
+            left = p.view.len - p.off
+            if written < left:
+                p.off += written
+                return
+            p.off += left
+            written -= left
+
+    def take_written(self):
+        """(tags of the frames select_io finished writing, errno of a failed write or 0)."""
+        cdef list done = []
+        self._advance(0, done)
+        err, self.write_errno = self.write_errno, 0
+        return done, err
+
+    def take_received(self, list frames not None):
+        """What select_io read: its complete frames added to frames; (bytes, eof, errno of a
+        failed read or 0). A bad frame size raises InvalidReceiveError."""
+        cdef Py_ssize_t got = self.inbox_len
+        self.inbox_len = 0
+        eof, err = self.eof, self.read_errno
+        self.eof, self.read_errno = False, 0
+        if got:
+            self._feed(self.inbox, got, frames)
+        return got, eof, err

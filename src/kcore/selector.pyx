@@ -4,8 +4,11 @@ Non-blocking socket calls on a ready socket take microseconds, so they run with 
 releasing it would let a caller thread's send() loop keep it for a whole switch interval (5 ms)
 before the Sender got it back. Only a poll that has to wait, and a write of at least 16 KiB (the
 kernel copies it and, on loopback, delivers it too: ~100 us for a 6-batch request), release it.
+select_io releases it once: the poll and the attached channels' writes and reads share one
+nogil section.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.ref cimport PyObject
 from libc.stdlib cimport free, realloc
 
 import errno
@@ -48,12 +51,13 @@ cdef class Selector:
     """register / unregister / modify / select / close, as selectors.DefaultSelector."""
 
     def __cinit__(self):
-        self._keys, self._order = {}, []
-        self._fds, self._nfds, self._cap = NULL, 0, 0
+        self._keys, self._order, self._channels = {}, [], {}
+        self._fds, self._chans, self._nfds, self._cap = NULL, NULL, 0, 0
         self._dirty, self._closed = True, False
 
     def __dealloc__(self):
         free(self._fds)
+        free(self._chans)
 
     def register(self, fileobj, int events, data=None):
         cdef int fd = _fd(fileobj)
@@ -69,8 +73,21 @@ cdef class Selector:
         key = self._keys.pop(_fd(fileobj), None)
         if key is None:
             raise KeyError("%r is not registered" % (fileobj,))
+        self._channels.pop(key.fd, None)
         self._dirty = True
         return key
+
+    def set_channel(self, fileobj, Channel channel):
+        """select_io does the I/O of this registered socket's channel while it is attached
+        (None: no longer); unregister() forgets it."""
+        cdef int fd = _fd(fileobj)
+        if fd not in self._keys:
+            raise KeyError("%r is not registered" % (fileobj,))
+        if channel is None:
+            self._channels.pop(fd, None)
+        else:
+            self._channels[fd] = channel
+        self._dirty = True
 
     def modify(self, fileobj, int events, data=None):
         cdef int fd = _fd(fileobj)
@@ -81,19 +98,27 @@ cdef class Selector:
 
     def close(self):
         self._keys.clear()
+        self._channels.clear()
         self._closed = True
 
     cdef int _rebuild(self) except -1:
         cdef Py_ssize_t i, n = len(self._keys)
         cdef kc_pollfd* fds
+        cdef PyObject** chans
         if n > self._cap:
             fds = <kc_pollfd*>realloc(self._fds, n * sizeof(kc_pollfd))
             if fds == NULL:
                 raise MemoryError()
-            self._fds, self._cap = fds, n
+            self._fds = fds
+            chans = <PyObject**>realloc(self._chans, n * sizeof(PyObject*))
+            if chans == NULL:
+                raise MemoryError()
+            self._chans, self._cap = chans, n
         self._order = list(self._keys.values())
         for i in range(n):
             key = self._order[i]
+            channel = self._channels.get(key.fd)  # (the dict keeps it alive)
+            self._chans[i] = <PyObject*>channel if channel is not None else NULL
             self._fds[i].fd = <kc_sock>key.fd
             self._fds[i].events = (KC_POLLIN if key.events & _READ else 0) | \
                 (KC_POLLOUT if key.events & _WRITE else 0)
@@ -102,9 +127,18 @@ cdef class Selector:
 
     def select(self, timeout=None):
         """[(key, events)] ready now, waiting up to timeout seconds (None: forever)."""
+        return self._select(timeout, False)
+
+    def select_io(self, timeout=None):
+        """select(), and the I/O of every ready socket with an attached channel (set_channel):
+        the poll and that I/O run in one section without the GIL."""
+        return self._select(timeout, True)
+
+    cdef list _select(self, timeout, bint io):
         cdef int ms, rc, err
         cdef Py_ssize_t i
         cdef short rev
+        cdef bint waits
         if self._closed:
             raise RuntimeError("Selector is closed")
         if timeout is None:
@@ -118,9 +152,16 @@ cdef class Selector:
         for i in range(self._nfds):
             self._fds[i].revents = 0
         rc = kc_poll(self._fds, self._nfds, 0)  # what is ready now: no need to drop the GIL
-        if rc == 0 and ms != 0:
+        waits = rc == 0 and ms != 0
+        if waits or (io and rc > 0 and self._any_io()):
             with nogil:
-                rc = kc_poll(self._fds, self._nfds, ms)
+                if waits:
+                    rc = kc_poll(self._fds, self._nfds, ms)
+                if io and rc > 0:
+                    for i in range(self._nfds):
+                        if self._chans[i] != NULL and self._fds[i].revents:
+                            (<Channel>self._chans[i]).io_c(self._fds[i].revents,
+                                                            self._fds[i].events)
         if rc < 0:
             err = kc_sock_errno()
             if err == KC_EINTR:
@@ -137,6 +178,15 @@ cdef class Selector:
                 if mask:
                     ready.append((key, mask))
         return ready
+
+
+    cdef bint _any_io(self) noexcept:
+        cdef Py_ssize_t i
+        for i in range(self._nfds):
+            if self._chans[i] != NULL and self._fds[i].revents and \
+                    (<Channel>self._chans[i]).fd >= 0:
+                return True
+        return False
 
 
 def send_buffers(sock, buffers):

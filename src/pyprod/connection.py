@@ -11,6 +11,7 @@ releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
 """
 import collections
 import errno
+import os
 import random
 import socket
 import ssl
@@ -186,6 +187,16 @@ class BrokerConnection:
     def fileno(self):
         return self.sock.fileno()
 
+    @property
+    def channel(self):
+        """The kcore Channel with this connection's byte streams."""
+        return self._channel
+
+    @property
+    def direct_io(self):
+        """Selector.select_io writes and reads the socket (plaintext, connected)."""
+        return self._channel.direct
+
     # -- connecting --
 
     def connect(self, now, timeout_ms):
@@ -233,6 +244,7 @@ class BrokerConnection:
         self.last_activity_ms = now
         if self._ssl_context is None:
             self.state = CHECKING_API_VERSIONS
+            self._channel.attach(self.sock)  # Selector.select_io does its I/O from now on
             return
         try:  # same descriptor, so the selector registration stays valid
             self.sock = self._ssl_context.wrap_socket(
@@ -309,8 +321,13 @@ class BrokerConnection:
         except OSError as e:
             if self._tls:
                 raise ssl_failure(e, self.node_id, self.host, self.port, "write") from e
-            raise errors.KafkaConnectionError(
-                "send to node %s failed: %s" % (self.node_id, e)) from None
+            raise self._send_failed(e) from None
+        return self._written(written, now)
+
+    def _send_failed(self, e):
+        return errors.KafkaConnectionError("send to node %s failed: %s" % (self.node_id, e))
+
+    def _written(self, written, now):
         self.last_activity_ms = now
         done = []
         for req in written:
@@ -369,10 +386,33 @@ class BrokerConnection:
         (KafkaConnectionError on EOF/socket error, InvalidReceiveError on a bad frame size);
         frames that arrived before the error are still returned."""
         frames = []
+        return frames, self._received(frames, now, lambda: self._tls_read(
+            frames, max_reads) if self._tls else self._channel.read(self.sock, frames, max_reads))
+
+    def collect(self, now):
+        """After Selector.select_io did this connection's I/O: (the requests it finished writing
+        that expect no response, the frames it read, the error that ends the connection)."""
+        tags, err = self._channel.take_written()
+        done = self._written(tags, now) if tags else []
+        if err:
+            error = self._send_failed(OSError(err, os.strerror(err)))
+            _drop_tracebacks(error)
+            return done, [], error
+        frames = []
+        return done, frames, self._received(frames, now, lambda: self._take_received(frames))
+
+    def _take_received(self, frames):
+        got, eof, err = self._channel.take_received(frames)
+        if err:
+            raise OSError(err, os.strerror(err))
+        return got, eof
+
+    def _received(self, frames, now, receive):
+        """receive() adds frames and returns (bytes, eof): the error that ends the connection,
+        or None."""
         try:
             try:
-                got, eof = self._tls_read(frames, max_reads) if self._tls else \
-                    self._channel.read(self.sock, frames, max_reads)
+                got, eof = receive()
             except OSError as e:
                 raise errors.KafkaConnectionError(
                     "receive from node %s failed: %s" % (self.node_id, e)) from None
@@ -384,8 +424,8 @@ class BrokerConnection:
                         self.node_id, self.host, self.port))
         except errors.KafkaError as e:
             _drop_tracebacks(e)  # its frames hold the frames list: a cycle for the gc to find
-            return frames, e
-        return frames, None
+            return e
+        return None
 
     def _tls_read(self, frames, max_reads):
         """As Channel.read, through the ssl object: it hands out one TLS record per call, so

@@ -248,6 +248,7 @@ class NetworkClient:
             self._close(conn, e, now)
             return
         self._sel.register(conn.sock, _RW, conn)
+        self._sel.set_channel(conn.sock, conn.channel)  # its I/O once attached (plaintext)
         conn.sel_mask = _RW
 
     def _on_connected(self, conn, now):
@@ -393,6 +394,9 @@ class NetworkClient:
         except errors.KafkaConnectionError as e:
             self._close(conn, e, now)
             return
+        self._written(conn, done, now)
+
+    def _written(self, conn, done, now):
         for req in done:  # acks=0 style requests complete once written (Java)
             self._complete(conn, req, None, None, now)
         self._update_interest(conn)
@@ -504,7 +508,7 @@ class NetworkClient:
         wait = min(wait, metadata_timeout, self._next_deadline() - now)
         if self._completed:
             wait = 0
-        events = self._sel.select(min(max(0, wait), _MAX_WAIT_MS) / 1000.0)
+        events = self._sel.select_io(min(max(0, wait), _MAX_WAIT_MS) / 1000.0)
         now = now_ms()
         for key, mask in events:
             conn = key.data
@@ -537,16 +541,21 @@ class NetworkClient:
             self._handshake(conn, now)
             if conn.state == HANDSHAKING or conn.sock is None:
                 return
-        if mask & selectors.EVENT_WRITE and conn.wants_write:
-            self._write(conn, now)
-        if mask & selectors.EVENT_READ and conn.sock is not None:
+        if conn.direct_io:  # select_io wrote and read the socket already, without the GIL
+            done, frames, error = conn.collect(now)
+            self._written(conn, done, now)
+        else:
+            if mask & selectors.EVENT_WRITE and conn.wants_write:
+                self._write(conn, now)
+            if not mask & selectors.EVENT_READ or conn.sock is None:
+                return
             frames, error = conn.read(now)
-            for frame in frames:
-                self._handle_frame(conn, frame, now)
-                if conn.sock is None:
-                    return
-            if error is not None:
-                self._close(conn, error, now)
+        for frame in frames:
+            self._handle_frame(conn, frame, now)
+            if conn.sock is None:
+                return
+        if error is not None:
+            self._close(conn, error, now)
 
     def _handle_frame(self, conn, frame, now):
         try:

@@ -143,3 +143,63 @@ def test_clear_lets_go_of_buffers_and_tags(k):
     ch.enqueue(tag, [data])
     del ch   # dropping the channel lets go too
     assert (sys.getrefcount(data), sys.getrefcount(tag)) == refs
+
+
+def test_direct_io_writes_and_reads_for_select_io(k, pair):
+    a, b = pair
+    ch = k.Channel(MAX, "node 1")
+    assert not ch.direct
+    ch.attach(a)
+    assert ch.direct
+    ch.enqueue("r1", [b"\x00\x00\x00\x04", b"ping"])
+    ch.io(False, True)
+    assert b.recv(100) == b"\x00\x00\x00\x04ping"
+    assert ch.take_written() == (["r1"], 0) and not ch.wants_write
+    b.sendall(_frame(b"pong") + _frame(b"two!")[:5])
+    ch.io(True, False)
+    frames = []
+    assert ch.take_received(frames) == (13, False, 0)
+    assert [bytes(f) for f in frames] == [b"pong"]   # the rest waits for its bytes
+    b.sendall(_frame(b"two!")[5:])
+    b.close()
+    ch.io(True, False)
+    assert ch.take_received(frames) == (3, True, 0)
+    assert [bytes(f) for f in frames] == [b"pong", b"two!"]
+    ch.clear()
+    assert not ch.direct
+
+
+def test_direct_io_errors_wait_for_take(k, pair):
+    a, b = pair
+    ch = k.Channel(MAX, "node 1")
+    ch.attach(a)
+    b.close()
+    ch.enqueue("r1", [b"x" * 100_000])
+    for _ in range(100):
+        ch.io(False, True)
+    tags, err = ch.take_written()
+    assert tags == [] and err != 0
+    assert ch.take_written() == ([], 0)
+
+
+def test_direct_io_bad_frame_size(k, pair):
+    a, b = pair
+    ch = k.Channel(MAX, "node 1")
+    ch.attach(a)
+    b.sendall(_frame(b"fine") + struct.pack(">i", 2))
+    ch.io(True, False)
+    frames = []
+    with pytest.raises(errors.InvalidReceiveError):
+        ch.take_received(frames)
+    assert frames == [b"fine"]
+
+
+def test_a_write_after_select_io_reports_its_frames_first(k, pair):
+    a, b = pair
+    ch = k.Channel(MAX, "node 1")
+    ch.attach(a)
+    ch.enqueue(1, [b"one"])
+    ch.io(False, True)
+    ch.enqueue(2, [b"two"])
+    assert ch.write(a) == [1, 2]
+    assert b.recv(10) == b"onetwo"

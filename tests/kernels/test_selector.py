@@ -125,3 +125,31 @@ def test_closed_socket_is_oserror(k):
         k.send_buffers(a, [b"x"])
     with pytest.raises(OSError):
         k.recv_into(a, bytearray(8))
+
+
+def test_select_io_does_the_io_of_attached_channels(k, pair):
+    a, b = pair
+    sel = k.Selector()
+    sel.register(a, R | W, "conn")
+    ch = k.Channel(1 << 20, "node 1")
+    sel.set_channel(a, ch)
+    ch.enqueue("req", [b"\x00\x00\x00\x04ping"])
+    events = sel.select_io(0)
+    assert [(key.data, mask) for key, mask in events] == [("conn", W)]
+    assert ch.take_written() == ([], 0) and ch.wants_write   # not attached: nothing done
+    ch.attach(a)
+    b.sendall(b"\x00\x00\x00\x04pong")
+    events = sel.select_io(1)
+    assert [(key.data, mask) for key, mask in events] == [("conn", R | W)]
+    assert ch.take_written() == (["req"], 0)
+    frames = []
+    assert ch.take_received(frames) == (8, False, 0) and frames == [b"pong"]
+    assert b.recv(100) == b"\x00\x00\x00\x04ping"
+    sel.unregister(a)   # forgets the channel too
+    sel.register(a, R, "again")
+    b.sendall(b"\x00\x00\x00\x04more")
+    assert [key.data for key, _ in sel.select_io(1)] == ["again"]
+    assert ch.take_received(frames) == (0, False, 0)
+    with pytest.raises(KeyError):
+        sel.set_channel(b, ch)
+    sel.close()

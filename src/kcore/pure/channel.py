@@ -14,9 +14,10 @@ them without the GIL.
 from kcore.pure.selector import MAX_IOV, recv_into, send_buffers
 from pyprod.errors import InvalidReceiveError
 
-__all__ = ["Channel", "RECV_CHUNK"]
+__all__ = ["Channel", "RECV_CHUNK", "INBOX"]
 
 RECV_CHUNK = 65536
+INBOX = 262144   # bytes select_io reads per socket and poll, at most
 
 
 class Channel:
@@ -29,6 +30,11 @@ class Channel:
         self._size_got = 0
         self._frame = None         # bytearray of the frame being read, or None
         self._frame_size = 0
+        self._sock = None          # attached: Selector.select_io does its I/O
+        self._written = []         # what select_io did, until take_*()
+        self._inbox = bytearray()
+        self._eof = False
+        self._write_errno = self._read_errno = 0
 
     # -- sending --
     def enqueue(self, tag, buffers):
@@ -77,7 +83,7 @@ class Channel:
     def write(self, sock):
         """Write what a plaintext socket takes; the tags of the frames now fully written.
         OSError other than would-block is raised."""
-        done = []
+        done, self._written = self._written, []  # select_io's first, in order
         while self._out:
             try:
                 n = send_buffers(sock, self.pending())
@@ -146,3 +152,58 @@ class Channel:
         self._out.clear()
         self._frame = None
         self._size_got = 0
+        self.detach()
+
+    # -- direct I/O (Selector.select_io) --
+    def attach(self, sock):
+        """From now on Selector.select_io writes and reads this plaintext socket itself."""
+        if sock.fileno() < 0:
+            raise OSError(9, "Bad file descriptor")
+        self._sock = sock
+
+    def detach(self):
+        self._sock = None
+        self._written, self._inbox, self._eof = [], bytearray(), False
+        self._write_errno = self._read_errno = 0
+
+    @property
+    def direct(self):
+        return self._sock is not None
+
+    def io(self, readable, writable):
+        """The I/O select_io does for a ready socket (the compiled twin without the GIL)."""
+        if self._sock is None or self._write_errno or self._read_errno or self._eof:
+            return
+        if writable:
+            try:
+                self._written = self.write(self._sock)  # (the earlier ones first)
+            except OSError as e:
+                self._write_errno = e.errno or 5
+        while readable and len(self._inbox) < INBOX:
+            try:
+                data = self._sock.recv(INBOX - len(self._inbox))
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as e:
+                self._read_errno = e.errno or 5
+                break
+            if not data:
+                self._eof = True
+                break
+            self._inbox += data
+
+    def take_written(self):
+        """(tags of the frames select_io finished writing, errno of a failed write or 0)."""
+        done, self._written = self._written, []
+        err, self._write_errno = self._write_errno, 0
+        return done, err
+
+    def take_received(self, frames):
+        """What select_io read: its complete frames added to frames; (bytes, eof, errno of a
+        failed read or 0). A bad frame size raises InvalidReceiveError."""
+        inbox, self._inbox = self._inbox, bytearray()
+        eof, err = self._eof, self._read_errno
+        self._eof, self._read_errno = False, 0
+        if inbox:
+            self.feed(memoryview(inbox), len(inbox), frames)
+        return len(inbox), eof, err

@@ -23,22 +23,45 @@ class Selector:
 
     def __init__(self):
         self._sel = selectors.DefaultSelector()
+        self._channels = {}  # fd -> Channel whose I/O select_io does
 
     def register(self, fileobj, events, data=None):
         return self._sel.register(fileobj, events, data)
 
     def unregister(self, fileobj):
-        return self._sel.unregister(fileobj)
+        key = self._sel.unregister(fileobj)
+        self._channels.pop(key.fd, None)
+        return key
+
+    def set_channel(self, fileobj, channel):
+        """select_io does the I/O of this registered socket's channel while it is attached
+        (None: no longer); unregister() forgets it."""
+        fd = self._sel.get_key(fileobj).fd
+        if channel is None:
+            self._channels.pop(fd, None)
+        else:
+            self._channels[fd] = channel
 
     def modify(self, fileobj, events, data=None):
         return self._sel.modify(fileobj, events, data)
 
     def close(self):
+        self._channels.clear()
         self._sel.close()
 
     def select(self, timeout=None):
         """[(key, events)] ready now, waiting up to timeout seconds (None: forever)."""
         return self._sel.select(timeout)
+
+    def select_io(self, timeout=None):
+        """select(), and the I/O of every ready socket with an attached channel (set_channel)
+        (the compiled twin does that I/O in the poll's section without the GIL)."""
+        events = self._sel.select(timeout)
+        for key, mask in events:
+            channel = self._channels.get(key.fd)
+            if channel is not None and channel.direct:
+                channel.io(mask & selectors.EVENT_READ, mask & selectors.EVENT_WRITE)
+        return events
 
 
 def send_buffers(sock, buffers):
