@@ -37,5 +37,6 @@ cdef class Channel:
     # The I/O poll() found the attached socket ready for (revents), without the GIL: writes
     # advance the pieces' offsets (take_written releases them), reads fill the inbox.
     cdef void io_c(self, short revents, short interest) noexcept nogil
+    cdef Py_ssize_t unwritten_c(self) noexcept nogil   # bytes in the next writev, at most
     cdef void _advance_offsets(self, Py_ssize_t written) noexcept nogil
     cdef int _gather(self, const void** ptrs, size_t* lens, Py_ssize_t* total) noexcept nogil

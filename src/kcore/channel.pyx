@@ -329,6 +329,15 @@ cdef class Channel:
                 break
             self.inbox_len += rc
 
+    cdef Py_ssize_t unwritten_c(self) noexcept nogil:
+        cdef const void* ptrs[64]
+        cdef size_t lens[64]
+        cdef Py_ssize_t total
+        if self.fd < 0:
+            return 0
+        self._gather(ptrs, lens, &total)
+        return total
+
     cdef void _advance_offsets(self, Py_ssize_t written) noexcept nogil:
         cdef Py_ssize_t i, left
         cdef Piece* p

@@ -15,4 +15,5 @@ cdef class Selector:
     cdef bint _dirty, _closed
     cdef int _rebuild(self) except -1
     cdef list _select(self, timeout, bint io)
-    cdef bint _any_io(self) noexcept
+    cdef void _io(self) noexcept nogil
+    cdef bint _big_write(self) noexcept

@@ -153,15 +153,14 @@ cdef class Selector:
             self._fds[i].revents = 0
         rc = kc_poll(self._fds, self._nfds, 0)  # what is ready now: no need to drop the GIL
         waits = rc == 0 and ms != 0
-        if waits or (io and rc > 0 and self._any_io()):
+        if waits or (io and rc > 0 and self._big_write()):
             with nogil:
                 if waits:
                     rc = kc_poll(self._fds, self._nfds, ms)
                 if io and rc > 0:
-                    for i in range(self._nfds):
-                        if self._chans[i] != NULL and self._fds[i].revents:
-                            (<Channel>self._chans[i]).io_c(self._fds[i].revents,
-                                                            self._fds[i].events)
+                    self._io()
+        elif io and rc > 0:  # ready at once: microseconds of syscalls, the GIL kept (see top)
+            self._io()
         if rc < 0:
             err = kc_sock_errno()
             if err == KC_EINTR:
@@ -179,13 +178,20 @@ cdef class Selector:
                     ready.append((key, mask))
         return ready
 
-
-    cdef bint _any_io(self) noexcept:
+    cdef void _io(self) noexcept nogil:
         cdef Py_ssize_t i
         for i in range(self._nfds):
-            if self._chans[i] != NULL and self._fds[i].revents and \
-                    (<Channel>self._chans[i]).fd >= 0:
-                return True
+            if self._chans[i] != NULL and self._fds[i].revents:
+                (<Channel>self._chans[i]).io_c(self._fds[i].revents, self._fds[i].events)
+
+    cdef bint _big_write(self) noexcept:
+        """Will an attached channel write at least _NOGIL_WRITE bytes (worth the GIL's
+        release, as in send_buffers)?"""
+        cdef Py_ssize_t i
+        for i in range(self._nfds):
+            if self._chans[i] != NULL and self._fds[i].revents & (KC_POLLOUT | KC_POLLERR):
+                if (<Channel>self._chans[i]).unwritten_c() >= <Py_ssize_t>_NOGIL_WRITE:
+                    return True
         return False
 
 
