@@ -19,7 +19,7 @@ import os
 
 from pyprod.errors import InvalidReceiveError
 
-__all__ = ["Channel", "RECV_CHUNK"]
+__all__ = ["Channel", "RECV_CHUNK", "INBOX"]
 
 RECV_CHUNK = 65536
 INBOX = 262144   # bytes select_io reads per socket and poll, at most
