@@ -13,7 +13,7 @@ cdef class SenderLoop:
     cdef public int acks
     cdef public int64_t request_timeout_ms, delivery_timeout_ms
     cdef public bint guarantee_order
-    cdef public object on_partition, on_error, on_piece_done
+    cdef public object on_partition, on_error, on_piece_done, on_fail
     cdef public dict split_parents   # half of a batch split on MESSAGE_TOO_LARGE -> the batch
     cdef public dict in_flight       # batch -> wheel handle of its delivery deadline
     cdef public int64_t requests, batches, records_sent

@@ -11,6 +11,8 @@ from kcore.transaction_manager cimport TransactionManager
 from kcore.produce_codec import decode_produce_response, encode_produce_body
 from pyprod.errors import KafkaError, UnknownError
 
+include "shared/sender_loop.py"  # the produce step of each loop (send_producer_data)
+
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 
 QUEUE_SCAN = "queue-scan"  # wheel item: look for expired batches in the accumulator's queues
@@ -21,7 +23,8 @@ cdef int _WHEEL_SIZE = 64
 cdef class SenderLoop:
     def __init__(self, accumulator, transaction_manager, *, int64_t now,
                  int acks, int64_t request_timeout_ms, int64_t delivery_timeout_ms,
-                 bint guarantee_order, on_partition, on_error, on_piece_done=None):
+                 bint guarantee_order, on_partition, on_error, on_piece_done=None,
+                 on_fail=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
@@ -31,12 +34,17 @@ cdef class SenderLoop:
         self.guarantee_order = guarantee_order
         self.on_partition, self.on_error = on_partition, on_error
         self.on_piece_done = on_piece_done
+        self.on_fail = on_fail
         self.split_parents, self.in_flight = {}, {}
         self.requests = self.batches = self.records_sent = 0
         self._queue_scan = self.wheel.add_c(now, QUEUE_SCAN)
         self._queue_scan_ms = now
 
     # -- requests ---------------------------------------------------------------------------
+    def send_producer_data(self, client, metadata, Py_ssize_t max_request_size, int64_t now):
+        """The produce step of a Sender loop; returns the poll timeout (ms)."""
+        return _send_producer_data(self, client, metadata, max_request_size, now)
+
     def request(self, int version, list batches, int64_t now):
         cdef ProducerBatch batch
         cdef dict in_request = {}

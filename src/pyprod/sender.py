@@ -3,7 +3,8 @@ what is due, metadata as needed, ready(), drain(), send ProduceRequests (pipelin
 max_in_flight per connection), complete or retry batches, then poll for at most
 min(linger or backoff left, node delay, next expiry).
 
-The produce round trip is kcore's SenderLoop: it frames the requests, keeps the batches in
+The produce path is kcore's SenderLoop: ready(), drain() and the requests of each loop
+(send_producer_data); it frames the requests, keeps the batches in
 flight and completes the acknowledged ones in C, once per response. What needs a decision comes
 back here: a partition's error (retry, split, reset the producer id, fail) or a failed request.
 
@@ -21,7 +22,7 @@ import time
 
 import kcore
 from pyprod import errors
-from pyprod.protocol import init_producer_id, produce
+from pyprod.protocol import init_producer_id
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class Sender(threading.Thread):
             accumulator, transaction_manager, now=now_ms(), acks=acks,
             request_timeout_ms=request_timeout_ms, delivery_timeout_ms=delivery_timeout_ms,
             guarantee_order=self.guarantee_order, on_partition=self._on_partition,
-            on_error=self._on_error, on_piece_done=self._piece_done)
+            on_error=self._on_error, on_piece_done=self._piece_done, on_fail=self._fail)
         self._split_parents = self.produce_loop.split_parents
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -132,42 +133,8 @@ class Sender(threading.Thread):
         return self.produce_loop.next_deadline_delay(now)
 
     def _send_producer_data(self, now):
-        cluster = self.metadata.cluster
-        busy = self.client.busy_nodes()
-        result = self.accumulator.ready(cluster, now, busy)
-        if result.unknown_leader_topics:
-            for topic in result.unknown_leader_topics:
-                self.metadata.add_topic(topic)
-            self.metadata.request_update()
-        ready = set()
-        not_ready_timeout = float("inf")
-        for node in result.ready_nodes:
-            if self.client.ready(node, now):
-                ready.add(node)
-                continue
-            refused = self.client.authentication_error(node)
-            if refused is not None:  # fail fast: waiting cannot help a refused authentication
-                self._fail_node(cluster, node, refused, now)
-            not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
-        timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
-                      self._next_deadline_delay(now))
-        if not ready:
-            return max(0, timeout)
-        batches = self.accumulator.drain(cluster, ready, self.max_request_size, now, busy)
-        sent = False
-        for node, node_batches in batches.items():
-            if node_batches:
-                if self.guarantee_order:
-                    for batch in node_batches:
-                        self.accumulator.mute(batch.topic_partition)
-                self._send_produce_request(node, node_batches, now)
-                sent = True
-        return 0 if sent else max(0, timeout)  # after a send, more may be sendable at once
-
-    def _fail_node(self, cluster, node, error, now):
-        for batch in self.accumulator.drain(cluster, {node}, self.max_request_size, now).get(
-                node, ()):
-            self._fail(batch, error)
+        return self.produce_loop.send_producer_data(self.client, self.metadata,
+                                                    self.max_request_size, now)
 
     # -- expiry -----------------------------------------------------------------------------
     def _expire(self, now):
@@ -185,19 +152,7 @@ class Sender(threading.Thread):
             "Expiring %d record(s) for %s:%d ms has passed since batch creation%s" % (
                 batch.record_count, batch.topic_partition, now - batch.created_ms, where))
 
-    # -- produce ----------------------------------------------------------------------------
-    def _send_produce_request(self, node, batches, now):
-        try:  # IncompatibleBrokerVersion: no Produce version in common (v3+ is needed)
-            version = self.client.api_version(node, produce.API_KEY)
-            body, on_response = self.produce_loop.request(version, batches, now)
-        except errors.KafkaError as e:
-            log.error("Cannot send to node %s: %s", node, e)
-            for batch in batches:
-                self._fail(batch, e)
-            return
-        self.client.send(node, produce.API_KEY, version, body, expects_response=self.acks != 0,
-                         callback=on_response, timeout_ms=self.request_timeout_ms)
-
+    # -- produce (the requests: kcore's SenderLoop) ---------------------------------------
     def _on_error(self, batch, error):
         """The SenderLoop's hook: the batch's request failed, or left it out."""
         self._retry_or_fail(batch, error, now_ms())

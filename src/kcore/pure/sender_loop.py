@@ -9,9 +9,13 @@ partition, the batch's futures and callbacks, its pool memory. Only what needs a
 back to the Sender: a partition's error code (``on_partition(batch, result)``) and a failed
 request or a partition the broker left out (``on_error(batch, error)``), which retry, split or
 fail the batch. A steady produce stream thus runs no Python per batch or per record.
+
+send_producer_data is the produce step of each loop (kcore/shared/sender_loop.py): ready(), the
+nodes' connections, drain() and the requests; on_fail(batch, error) fails a batch it cannot send.
 """
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
+from kcore.shared.sender_loop import _send_producer_data
 from pyprod.errors import KafkaError, UnknownError
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
@@ -24,7 +28,7 @@ _WHEEL_SIZE = 64
 class SenderLoop:
     def __init__(self, accumulator, transaction_manager, *, now, acks, request_timeout_ms,
                  delivery_timeout_ms, guarantee_order, on_partition, on_error,
-                 on_piece_done=None):
+                 on_piece_done=None, on_fail=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
@@ -34,6 +38,7 @@ class SenderLoop:
         self.guarantee_order = guarantee_order
         self.on_partition, self.on_error = on_partition, on_error
         self.on_piece_done = on_piece_done
+        self.on_fail = on_fail
         self.split_parents = {}  # half of a batch split on MESSAGE_TOO_LARGE -> the batch
         self.in_flight = {}  # batch -> wheel handle of its delivery deadline
         self.requests = self.batches = self.records_sent = 0
@@ -41,6 +46,10 @@ class SenderLoop:
         self._queue_scan_ms = now
 
     # -- requests ---------------------------------------------------------------------------
+    def send_producer_data(self, client, metadata, max_request_size, now):
+        """The produce step of a Sender loop; returns the poll timeout (ms)."""
+        return _send_producer_data(self, client, metadata, max_request_size, now)
+
     def request(self, version, batches, now):
         """(body, handler): the ProduceRequest body for batches drained for one node, and the
         callback for its response. KafkaError (nothing registered) if it cannot be framed."""
