@@ -11,7 +11,7 @@ from kcore.transaction_manager cimport TransactionManager
 from kcore.produce_codec import decode_produce_response, encode_produce_body
 from pyprod.errors import KafkaError, UnknownError
 
-include "shared/sender_loop.py"  # the produce step of each loop (send_producer_data)
+include "shared/sender_loop.py"  # expiry and the produce step of each loop
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 
@@ -72,6 +72,10 @@ cdef class SenderLoop:
         return True
 
     # -- deadlines ---------------------------------------------------------------------------
+    def fail_expired(self, int64_t now):
+        """Fail (on_fail) every batch past its delivery timeout, in flight or queued."""
+        _fail_expired(self, now)
+
     def expire(self, int64_t now):
         cdef list expired = []
         cdef bint scan = False

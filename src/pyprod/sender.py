@@ -10,8 +10,8 @@ back here: a partition's error (retry, split, reset the producer id, fail) or a 
 
 Deadlines sit in the SenderLoop's TimingWheel, one entry per batch in flight (its delivery
 deadline, cancelled when the response comes) plus one entry for the next look at the
-accumulator's queues (the oldest queued batch's deadline, at most _QUEUE_SCAN_MAX_MS ahead), so
-the loop never scans every deque for expiry; the wheel's next deadline bounds the poll. Request
+accumulator's queues (the oldest queued batch's deadline, at most a second ahead), so the loop
+never scans every deque for expiry; the wheel's next deadline bounds the poll. Request
 timeouts are the NetworkClient's; linger and retry backoff come from ready(), which looks at
 each deque anyway.
 """
@@ -25,8 +25,6 @@ from pyprod import errors
 from pyprod.protocol import init_producer_id
 
 log = logging.getLogger(__name__)
-
-_QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
 
 
 def now_ms():
@@ -105,7 +103,7 @@ class Sender(threading.Thread):
     # -- one loop ---------------------------------------------------------------------------
     def run_once(self):
         now = now_ms()
-        self._expire(now)
+        self.produce_loop.fail_expired(now)
         tm = self.tm
         if tm is not None and tm.fatal_error is not None:
             if self.accumulator.has_undrained():  # appended by a send() that raced the error
@@ -135,22 +133,6 @@ class Sender(threading.Thread):
     def _send_producer_data(self, now):
         return self.produce_loop.send_producer_data(self.client, self.metadata,
                                                     self.max_request_size, now)
-
-    # -- expiry -----------------------------------------------------------------------------
-    def _expire(self, now):
-        expired, scan = self.produce_loop.expire(now)
-        for batch in expired:  # its request is still out
-            self._fail(batch, self._expired_error(batch, now, " while in flight"))
-        if scan:
-            for batch in self.accumulator.expired_batches(now):
-                self._fail(batch, self._expired_error(batch, now, ""))
-            self.produce_loop.schedule_queue_scan(now, now + min(
-                self.accumulator.next_expiry_delay(now), _QUEUE_SCAN_MAX_MS))
-
-    def _expired_error(self, batch, now, where):
-        return errors.KafkaTimeoutError(
-            "Expiring %d record(s) for %s:%d ms has passed since batch creation%s" % (
-                batch.record_count, batch.topic_partition, now - batch.created_ms, where))
 
     # -- produce (the requests: kcore's SenderLoop) ---------------------------------------
     def _on_error(self, batch, error):

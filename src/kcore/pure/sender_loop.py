@@ -10,12 +10,13 @@ back to the Sender: a partition's error code (``on_partition(batch, result)``) a
 request or a partition the broker left out (``on_error(batch, error)``), which retry, split or
 fail the batch. A steady produce stream thus runs no Python per batch or per record.
 
-send_producer_data is the produce step of each loop (kcore/shared/sender_loop.py): ready(), the
-nodes' connections, drain() and the requests; on_fail(batch, error) fails a batch it cannot send.
+Each loop, fail_expired and send_producer_data (kcore/shared/sender_loop.py) fail the expired
+batches and run the produce step: ready(), the nodes' connections, drain() and the requests.
+on_fail(batch, error) fails a batch that expired or cannot be sent.
 """
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
-from kcore.shared.sender_loop import _send_producer_data
+from kcore.shared.sender_loop import _fail_expired, _send_producer_data
 from pyprod.errors import KafkaError, UnknownError
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
@@ -73,6 +74,10 @@ class SenderLoop:
         return True
 
     # -- deadlines ---------------------------------------------------------------------------
+    def fail_expired(self, now):
+        """Fail (on_fail) every batch past its delivery timeout, in flight or queued."""
+        _fail_expired(self, now)
+
     def expire(self, now):
         """(batches whose delivery deadline passed in flight, queue scan due now)."""
         expired, scan = [], False

@@ -1,13 +1,35 @@
-"""The produce step of the Sender's loop (Java's Sender.sendProducerData), the same in both
-SenderLoop implementations (see kcore/shared/__init__.py): ready(), the ready nodes'
-connections, drain(), then one ProduceRequest per node. The client and the metadata are the
+"""The steps of the Sender's loop that the SenderLoop runs, the same in both implementations
+(see kcore/shared/__init__.py): expiry at delivery_timeout_ms (Java's Sender.failBatch on
+expired batches) and the produce step (Java's Sender.sendProducerData: ready(), the ready nodes'
+connections, drain(), then one ProduceRequest per node). The client and the metadata are the
 producer's NetworkClient and Metadata, reached through their Python API."""
 import logging
 
-from pyprod.errors import KafkaError
+from pyprod.errors import KafkaError, KafkaTimeoutError
 
 log = logging.getLogger("pyprod.sender")
 _PRODUCE = 0  # the Produce API key
+_QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
+
+
+def _fail_expired(loop, now):
+    """Fail the batches whose delivery deadline passed: in flight (the wheel says which), and
+    in the queues when the wheel's look at them is due (then the next look is scheduled)."""
+    expired, scan = loop.expire(now)
+    for batch in expired:  # its request is still out
+        loop.on_fail(batch, _expired_error(batch, now, " while in flight"))
+    if scan:
+        accumulator = loop.accumulator
+        for batch in accumulator.expired_batches(now):
+            loop.on_fail(batch, _expired_error(batch, now, ""))
+        loop.schedule_queue_scan(now, now + min(accumulator.next_expiry_delay(now),
+                                                _QUEUE_SCAN_MAX_MS))
+
+
+def _expired_error(batch, now, where):
+    return KafkaTimeoutError(
+        "Expiring %d record(s) for %s:%d ms has passed since batch creation%s" % (
+            batch.record_count, batch.topic_partition, now - batch.created_ms, where))
 
 
 def _send_producer_data(loop, client, metadata, max_request_size, now):
