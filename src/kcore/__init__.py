@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel",
            "future", "producer_batch", "transaction_manager", "builtin_partitioner",
-           "record_accumulator", "send_path", "batch_send", "selector", "channel",
-           "produce_codec", "sender_loop")
+           "partition_queue", "record_accumulator", "send_path", "batch_send", "selector",
+           "channel", "produce_codec", "sender_loop")
 EXTENSIONS = os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
 
 

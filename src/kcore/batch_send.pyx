@@ -18,9 +18,9 @@ from libc.string cimport memcpy
 
 from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner, partition_for_key
+from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch, size_upper_bound
-from kcore.record_accumulator cimport (PartitionQueue, RecordAccumulator, TopicInfo,
-                                      _raise_pool)
+from kcore.record_accumulator cimport RecordAccumulator, TopicInfo, _raise_pool
 from kcore.record_batch_builder cimport (RBB_APPENDED, RBB_FULL, RBB_HEADER_SIZE,
                                          RecordBatchBuilder, encode_headers)
 from kcore.varint cimport write_varint

@@ -9,11 +9,7 @@
 # acquire_raw may block: call it without the GIL (threads that free memory may need it).
 from libc.stdint cimport int64_t, uint8_t
 
-cdef extern from "sync_impl.h" nogil:
-    ctypedef struct kc_mutex_t:
-        pass
-    ctypedef struct kc_cond_t:
-        pass
+from kcore.sync_impl cimport kc_cond_t, kc_mutex_t
 
 # acquire_raw results
 cdef enum:

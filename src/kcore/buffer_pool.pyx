@@ -15,16 +15,7 @@ from operator import index
 
 from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
 
-cdef extern from "sync_impl.h" nogil:
-    int kc_mutex_init(kc_mutex_t* m)
-    void kc_mutex_destroy(kc_mutex_t* m)
-    void kc_mutex_lock(kc_mutex_t* m)
-    void kc_mutex_unlock(kc_mutex_t* m)
-    int kc_cond_init(kc_cond_t* c)
-    void kc_cond_destroy(kc_cond_t* c)
-    void kc_cond_signal(kc_cond_t* c)
-    void kc_cond_wait_ns(kc_cond_t* c, kc_mutex_t* m, int64_t ns)
-    int64_t kc_monotonic_ns()
+from kcore.sync_impl cimport *
 
 cdef extern from "Python.h":
     # Declared without an exception spec: the error stays set and is re-raised by _reraise.

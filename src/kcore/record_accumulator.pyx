@@ -3,21 +3,22 @@
 
 The GIL is the lock for the accumulator's Python state; a large record is copied without it
 only while its batch is marked ``appending`` (drain() leaves such a batch). Each partition's
-batches are a PartitionQueue, a C ring under its own mutex, so that ready() scans them all
-without the GIL while callers append, and drain() chooses its batches the same way (the
-transaction manager's per-partition state is C, owned by the Sender thread).
+batches are a PartitionQueue (kcore.partition_queue), a C ring under its own mutex, so that
+ready() scans them all without the GIL while callers append, and drain() chooses its batches
+the same way (the transaction manager's per-partition state is C, owned by the Sender thread).
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 
-from kcore.buffer_pool cimport (BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE, BufferPool,
-                                kc_mutex_t)
+from kcore.buffer_pool cimport BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE, BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.future cimport FutureRecordMetadata
+from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
+from kcore.sync_impl cimport kc_mutex_destroy, kc_mutex_init, kc_mutex_lock, kc_mutex_unlock
 from kcore.transaction_manager cimport TransactionManager
 
 import random
@@ -31,156 +32,11 @@ include "shared/record_accumulator.py"  # ReadyCheckResult and the too-large err
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
-cdef extern from "Python.h":
-    void _incref "Py_INCREF"(PyObject* o)
-    void _decref "Py_DECREF"(PyObject* o)
-
-cdef extern from "sync_impl.h" nogil:
-    int kc_mutex_init(kc_mutex_t* m)
-    void kc_mutex_destroy(kc_mutex_t* m)
-    void kc_mutex_lock(kc_mutex_t* m)
-    void kc_mutex_unlock(kc_mutex_t* m)
-
 _monotonic = time.monotonic
 
 
 cdef inline int64_t _now_ms():
     return <int64_t>(_monotonic() * 1000)
-
-
-cdef class PartitionQueue:
-    """A partition's batches, oldest first (the Java accumulator's Deque<ProducerBatch>), with
-    the deque methods the accumulator's Python callers use."""
-
-    def __cinit__(self, tp):
-        self.tp = tp
-        self.leader = -1
-        if kc_mutex_init(&self.lock) != 0:
-            raise MemoryError()
-
-    def __dealloc__(self):
-        cdef Py_ssize_t i
-        for i in range(self.count):
-            _decref(self.at(i))
-        free(self.items)
-        kc_mutex_destroy(&self.lock)
-
-    cdef PyObject* at(self, Py_ssize_t i) noexcept nogil:
-        return self.items[(self.head + i) % self.cap]
-
-    cdef ProducerBatch last(self):
-        return <ProducerBatch>self.at(self.count - 1) if self.count else None
-
-    cdef int insert_c(self, Py_ssize_t i, ProducerBatch batch) except -1:
-        cdef PyObject** grown = NULL
-        cdef Py_ssize_t j, cap = self.cap
-        if self.count == cap:
-            cap = cap * 2 if cap else 4
-            grown = <PyObject**>malloc(cap * sizeof(PyObject*))
-            if grown == NULL:
-                raise MemoryError()
-        _incref(<PyObject*>batch)
-        kc_mutex_lock(&self.lock)
-        if grown != NULL:
-            for j in range(self.count):
-                grown[j] = self.at(j)
-            free(self.items)
-            self.items, self.head, self.cap = grown, 0, cap
-        if i == 0:
-            self.head = (self.head + self.cap - 1) % self.cap
-        else:
-            for j in range(self.count, i, -1):
-                self.items[(self.head + j) % self.cap] = self.at(j - 1)
-        self.items[(self.head + i) % self.cap] = <PyObject*>batch
-        self.count += 1
-        kc_mutex_unlock(&self.lock)
-        return 0
-
-    cdef PyObject* _take_front(self) noexcept:
-        cdef PyObject* p
-        kc_mutex_lock(&self.lock)
-        p = self.at(0)
-        self.head = (self.head + 1) % self.cap
-        self.count -= 1
-        kc_mutex_unlock(&self.lock)
-        return p
-
-    cdef ProducerBatch pop_front(self):
-        cdef PyObject* p
-        if not self.count:
-            raise IndexError("pop from an empty PartitionQueue")
-        p = self._take_front()
-        batch = <ProducerBatch>p
-        _decref(p)  # the queue's reference
-        return batch
-
-    # -- the deque API, for Python callers ---------------------------------------------------
-    def __len__(self):
-        return self.count
-
-    def __getitem__(self, Py_ssize_t i):
-        if i < 0:
-            i += self.count
-        if not 0 <= i < self.count:
-            raise IndexError("PartitionQueue index out of range")
-        return <object>self.at(i)
-
-    def __iter__(self):
-        return iter([<object>self.at(i) for i in range(self.count)])
-
-    def append(self, ProducerBatch batch):
-        self.insert_c(self.count, batch)
-
-    def appendleft(self, ProducerBatch batch):
-        self.insert_c(0, batch)
-
-    def insert(self, Py_ssize_t i, ProducerBatch batch):
-        self.insert_c(min(max(i, 0), self.count), batch)
-
-    def popleft(self):
-        return self.pop_front()
-
-    def clear(self):
-        while self.count:
-            self.pop_front()
-
-    def __repr__(self):
-        return "PartitionQueue(%r, %d batches)" % (self.tp, self.count)
-
-
-# The cycle collector must see the batches a queue refers to (a batch's callbacks can refer back
-# to the producer that owns the queue): Cython's slots visit only the queue's object fields.
-cdef extern from "Python.h":
-    ctypedef int (*visitproc)(PyObject*, void*) noexcept
-    ctypedef int (*traverseproc)(PyObject*, visitproc, void*) noexcept
-    ctypedef int (*inquiry)(PyObject*) noexcept
-    ctypedef struct _GcSlots "PyTypeObject":
-        traverseproc tp_traverse
-        inquiry tp_clear
-
-cdef traverseproc _queue_traverse_fields
-cdef inquiry _queue_clear_fields
-
-
-cdef int _visit_queue(PyObject* o, visitproc visit, void* arg) noexcept:
-    cdef Py_ssize_t i
-    cdef int rc
-    for i in range((<PartitionQueue>o).count):
-        rc = visit((<PartitionQueue>o).at(i), arg)
-        if rc:
-            return rc
-    return _queue_traverse_fields(o, visit, arg)
-
-
-cdef int _clear_queue(PyObject* o) noexcept:
-    while (<PartitionQueue>o).count:
-        _decref((<PartitionQueue>o)._take_front())
-    return _queue_clear_fields(o)
-
-
-cdef _GcSlots* _slots = <_GcSlots*><PyObject*>PartitionQueue
-_queue_traverse_fields, _queue_clear_fields = _slots.tp_traverse, _slots.tp_clear
-_slots.tp_traverse, _slots.tp_clear = _visit_queue, _clear_queue
 
 
 cdef class TopicInfo:

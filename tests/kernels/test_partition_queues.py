@@ -1,13 +1,12 @@
 """The accumulator's per-partition queues and ready(), on both implementations: ready() follows
 leaders, muting, linger and backoff; caller threads append while another thread runs ready()
-and drain() as the Sender does (the compiled ready() scans the queues without the GIL); the
-compiled PartitionQueue keeps the deque API and its references."""
+and drain() as the Sender does (the compiled ready() and drain() scan the queues without the
+GIL); PartitionQueue keeps the deque API and its references, and the cycle collector sees them."""
 import sys
 import threading
 
 import pytest
 
-import kcore
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 
 from test_batch_growth import _complete, _paths, _send, _values
@@ -95,16 +94,14 @@ def test_callers_append_while_the_sender_scans(k):
         assert got == [b"%d-%06d" % (part, j) for j in range(2000)]
 
 
-@pytest.mark.skipif(not kcore.EXTENSIONS, reason="the compiled PartitionQueue")
-def test_compiled_partition_queue_is_a_deque():
-    from kcore.record_accumulator import PartitionQueue
-    acc, sp, _ = _paths(kcore.kernels(pure=False), batch_size=64)
+def test_partition_queue_is_a_deque(k):
+    acc, sp, _ = _paths(k, batch_size=64)
     batches = []
     for part in range(6):
         _send(sp, 1, partition=part)
         batches.append(acc.topic_info("t").deques[part][0])
     refs = [sys.getrefcount(b) for b in batches]
-    dq = PartitionQueue(("t", 9))
+    dq = k.PartitionQueue(("t", 9))
     for i in range(5):  # past the first ring size: it grows
         dq.append(batches[i])
     dq.appendleft(batches[5])
@@ -126,20 +123,17 @@ def test_compiled_partition_queue_is_a_deque():
     assert [sys.getrefcount(b) for b in batches] == refs
 
 
-@pytest.mark.skipif(not kcore.EXTENSIONS, reason="the compiled PartitionQueue")
-def test_compiled_partition_queue_cycles_are_collected():
+def test_partition_queue_cycles_are_collected(k):
     """A queue's batches are visible to the cycle collector: a batch whose callback refers back
     to the queue's owner does not keep the cycle alive."""
     import gc
     import weakref
-    from kcore.record_accumulator import PartitionQueue
-
     class Owner:
         pass
 
-    batch = kcore.kernels(pure=False).ProducerBatch(("t", 0), 64, None, 0)
+    batch = k.ProducerBatch(("t", 0), 64, None, 0)
     owner = Owner()
-    owner.queue = PartitionQueue(("t", 0))
+    owner.queue = k.PartitionQueue(("t", 0))
     owner.queue.append(batch)
     batch.segments = [owner]   # the batch refers back to the queue's owner
     assert batch in gc.get_referents(owner.queue)

@@ -1,11 +1,10 @@
-"""RecordAccumulator: a deque of ProducerBatches per partition, appended to by send() and
+"""RecordAccumulator: a PartitionQueue of ProducerBatches per partition, appended to by send() and
 send_batch() on the caller threads, and drained by the Sender thread (ready, drain, expiry).
 
 As in the Java client (3.3+), the accumulator keeps a TopicInfo per topic: its partitions'
 deques and its BuiltInPartitioner, which places null-key records on a sticky partition
 (KIP-794) and switches once the partition's batches are full (``update_partition_info``).
 """
-import collections
 import random
 import threading
 import time
@@ -13,6 +12,7 @@ import time
 from kcore.pure.buffer_pool import BufferPool
 from kcore.pure.builtin_partitioner import BuiltInPartitioner
 from kcore.pure.future import TopicPartition
+from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
 from kcore.shared.record_accumulator import ReadyCheckResult
 from pyprod.errors import IllegalStateError
@@ -53,9 +53,8 @@ class RecordAccumulator:
         self.pool = BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
         self.tm = transaction_manager
-        self.muted = set()  # partitions with a request in flight, when order needs one at a time
         self._topics = {}
-        self._deques = {}  # TopicPartition -> deque of ProducerBatch
+        self._deques = {}  # TopicPartition -> its PartitionQueue of ProducerBatch
         self._lock = threading.RLock()
         self._incomplete = set()
         self._flushes = 0
@@ -81,7 +80,7 @@ class RecordAccumulator:
             while len(info.deques) < count:
                 tp = TopicPartition(topic, len(info.deques))
                 info.tps.append(tp)
-                info.deques.append(self._deques.setdefault(tp, collections.deque()))
+                info.deques.append(self._queue(tp))
             info.num_partitions = count
             info.partitioner.update_partitions(
                 sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
@@ -98,12 +97,20 @@ class RecordAccumulator:
             if not dq or len(dq) > 1 or dq[-1].is_full():
                 partitioner.switch_from(partition)
 
+    def _queue(self, tp):
+        dq = self._deques.get(tp)
+        return dq if dq is not None else self._deques.setdefault(tp, PartitionQueue(tp))
+
     def mute(self, tp):
         """No batch of tp is drained until unmute(tp) (order with one request in flight)."""
-        self.muted.add(tp)
+        self._queue(tp).muted = True
 
     def unmute(self, tp):
-        self.muted.discard(tp)
+        self._queue(tp).muted = False
+
+    @property
+    def muted(self):
+        return frozenset(dq.tp for dq in list(self._deques.values()) if dq.muted)
 
     # -- caller threads ---------------------------------------------------------------------
     def append(self, tp, timestamp_ms, key, value, headers, header_size, size, max_block_ms,
@@ -111,9 +118,7 @@ class RecordAccumulator:
         """(future, batch_became_full, new_batch_created, aborted_for_new_batch):
         batch_became_full is True for the append that took the batch to batch_size, once. A new
         batch is stamped after any wait for memory (``now`` is the send's start, kept for the API)."""
-        dq = self._deques.get(tp)
-        if dq is None:
-            dq = self._deques.setdefault(tp, collections.deque())
+        dq = self._queue(tp)
         with self._lock:
             future, became_full = self._try_append(dq, timestamp_ms, key, value, headers,
                                                    header_size, size)
@@ -175,7 +180,7 @@ class RecordAccumulator:
                 if leader is None or leader < 0:
                     unknown.add(tp.topic)
                     continue
-                if leader in ready or tp in self.muted:
+                if leader in ready or dq.muted:
                     continue
                 batch = dq[0]
                 waited = now - batch.last_attempt_ms
@@ -211,7 +216,7 @@ class RecordAccumulator:
         size, batches = 0, []
         for tp in parts[start:] + parts[:start]:
             dq = self._deques[tp]
-            if not dq or tp in self.muted:
+            if not dq or dq.muted:
                 continue
             first = dq[0]
             if first.appending:
