@@ -4,6 +4,8 @@ Selector has the register / unregister / modify / select / close subset of
 selectors.DefaultSelector that the NetworkClient uses. send_buffers writes a list of bytes-like
 objects (at most MAX_IOV) with one call and returns the count written; recv_into reads what is
 available. Both raise BlockingIOError when the socket is not ready, as socket methods do.
+select_io is select() that also does the I/O of the ready sockets whose kcore Channel is
+attached (set_channel): their queued writes and their reads, collected later by the connection.
 
 The compiled twin does the same with poll(2) / writev(2) / recv(2), holding the GIL for the calls
 that do not wait (see kcore/selector.pyx for why); this twin uses the stdlib, which always
