@@ -13,7 +13,8 @@ from types import SimpleNamespace
 KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel",
            "future", "producer_batch", "transaction_manager", "builtin_partitioner",
            "partition_queue", "record_accumulator", "send_path", "batch_send", "selector",
-           "channel", "produce_codec", "sender_loop")
+           "channel", "produce_codec", "network_poll", "sender_loop")
+MODULES = ("network_poll",)  # kernels whose functions are used as a module: kcore.<name>
 EXTENSIONS = os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
 
 
@@ -24,6 +25,8 @@ def kernels(pure=not EXTENSIONS):
     for kernel in KERNELS:
         mod = import_module(prefix + kernel)
         names.update((n, getattr(mod, n)) for n in mod.__all__)
+        if kernel in MODULES:
+            names[kernel] = mod
     return SimpleNamespace(pure=pure, **names)
 
 

@@ -9,6 +9,7 @@ from kcore.transaction_manager cimport TransactionManager
 cdef class SenderLoop:
     cdef public object accumulator      # a RecordAccumulator
     cdef public TransactionManager tm  # the idempotent producer's sequences, or None
+    cdef public object net             # kcore.network_poll: the NetworkClient's data path
     cdef public TimingWheel wheel
     cdef public int acks
     cdef public int64_t request_timeout_ms, delivery_timeout_ms

@@ -8,6 +8,7 @@ from kcore.producer_batch cimport ProducerBatch
 from kcore.timing_wheel cimport TimingWheel
 from kcore.transaction_manager cimport TransactionManager
 
+import kcore.network_poll as _network_poll_module
 from kcore.produce_codec import decode_produce_response, encode_produce_body
 from pyprod.errors import KafkaError, UnknownError
 
@@ -27,6 +28,7 @@ cdef class SenderLoop:
                  on_fail=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
+        self.net = _network_poll_module
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
@@ -39,6 +41,11 @@ cdef class SenderLoop:
         self.requests = self.batches = self.records_sent = 0
         self._queue_scan = self.wheel.add_c(now, QUEUE_SCAN)
         self._queue_scan_ms = now
+
+    def run_once(self, client, metadata, Py_ssize_t max_request_size):
+        """One Sender loop (expiry, the produce step, the client's poll); None, or the time
+        (ms) when the producer id needs the Sender's decision first (only expiry ran)."""
+        return _run_once(self, client, metadata, max_request_size)
 
     # -- requests ---------------------------------------------------------------------------
     def send_producer_data(self, client, metadata, Py_ssize_t max_request_size, int64_t now):

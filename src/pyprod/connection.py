@@ -7,31 +7,21 @@ no select(): NetworkClient polls the sockets and calls connect/finish_connect/wr
 Kafka answers requests on one connection in order, so responses must match the FIFO head.
 With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the handshake runs
 non-blocking in HANDSHAKING, then the same read/write paths go through the ssl object, which
-releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
+releases the GIL while it encrypts; each batch buffer is handed to it uncopied. The reads,
+writes and FIFO matching themselves are kcore.network_poll's (compiled), on these attributes.
 """
 import collections
 import errno
-import os
 import random
 import socket
 import ssl
-import sys
 
-from kcore import RECV_CHUNK, Channel
+from kcore import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,  # noqa: F401
+                   HANDSHAKING, MAX_DELAY_MS, READY, RECV_CHUNK, SETTING_UP, Channel,
+                   InFlightRequest, network_poll)
 from pyprod import errors
 
-DISCONNECTED = "DISCONNECTED"
-CONNECTING = "CONNECTING"
-HANDSHAKING = "HANDSHAKING"            # TLS handshake
-CHECKING_API_VERSIONS = "CHECKING_API_VERSIONS"
-AUTHENTICATING = "AUTHENTICATING"      # SASL exchange (first, or re-authentication)
-READY = "READY"
-SETTING_UP = (CONNECTING, HANDSHAKING, CHECKING_API_VERSIONS, AUTHENTICATING)
-
-MAX_DELAY_MS = sys.maxsize
 _NEVER = -(1 << 62)
-_SSL_SMALL = 4096       # smaller buffers are joined into one TLS write (one record, one syscall)
-_SSL_JOIN_MAX = 16384
 # ssl errors that mean the peer went away, not that it refused us
 _SSL_CLOSED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
 
@@ -68,28 +58,6 @@ def _drop_tracebacks(error):
         seen.add(id(error))
         error.__traceback__ = None
         error = error.__cause__ or error.__context__
-
-
-class InFlightRequest:
-    """A request written (or being written) on a connection."""
-    __slots__ = ("correlation_id", "api_key", "api_version", "response_header_version",
-                 "expects_response", "callback", "send_ms", "timeout_ms", "internal")
-
-    def __init__(self, correlation_id, api_key, api_version, response_header_version,
-                 expects_response, callback, send_ms, timeout_ms, internal=None):
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.response_header_version = response_header_version
-        self.expects_response = expects_response
-        self.callback = callback
-        self.send_ms = send_ms
-        self.timeout_ms = timeout_ms
-        self.internal = internal  # None, or a tag for requests the client handles itself
-
-    def __repr__(self):
-        return "InFlightRequest(corr=%d, api=%d v%d)" % (
-            self.correlation_id, self.api_key, self.api_version)
 
 
 class ExponentialBackoff:
@@ -137,6 +105,7 @@ class BrokerConnection:
         # (tansu) answer anyway, and those answers are skipped, not a protocol error
         self.unanswered = collections.deque(maxlen=1024)
         self.api_versions = None              # {api_key: (min, max)} once checked
+        self.produce_version = None           # (api_versions, Produce version) (SenderLoop)
         self.error = None                     # why it last closed
         self.last_activity_ms = 0
         self.connect_deadline_ms = MAX_DELAY_MS
@@ -145,7 +114,8 @@ class BrokerConnection:
         self.last_attempt_ms = _NEVER
         self.reconnect_backoff_ms = 0
         self._backoff = backoff or ExponentialBackoff(50, 30000)  # kafka-python's defaults
-        self._channel = Channel(int(receive_message_max_bytes),
+        # this connection's byte streams (kcore.network_poll reads and writes them)
+        self.channel = Channel(int(receive_message_max_bytes),
                                 "node %s (%s:%s)" % (node_id, host, port))
         self._addrs = []
         self._ssl_context = ssl_context
@@ -154,7 +124,7 @@ class BrokerConnection:
         self._ssl_retry = None               # (views, joined bytes) of a TLS write to redo as is
         self.authenticator = None            # SaslClientAuthenticator while one runs
         self.reauth_at_ms = None             # KIP-368: authenticate again from then on
-        self._tls_rbuf = None                # what the ssl object decrypts into
+        self._tls_rbuf = None                # what the ssl object decrypts into (TLS)
 
     def __repr__(self):
         return "<BrokerConnection node=%s %s:%s %s>" % (
@@ -180,22 +150,15 @@ class BrokerConnection:
 
     @property
     def wants_write(self):
-        if self.state == HANDSHAKING:
-            return self._hs_wants_write
-        return self.state == CONNECTING or self._channel.wants_write
+        return network_poll.wants_write(self)
 
     def fileno(self):
         return self.sock.fileno()
 
     @property
-    def channel(self):
-        """The kcore Channel with this connection's byte streams."""
-        return self._channel
-
-    @property
     def direct_io(self):
         """Selector.select_io writes and reads the socket (plaintext, connected)."""
-        return self._channel.direct
+        return self.channel.direct
 
     # -- connecting --
 
@@ -244,11 +207,13 @@ class BrokerConnection:
         self.last_activity_ms = now
         if self._ssl_context is None:
             self.state = CHECKING_API_VERSIONS
-            self._channel.attach(self.sock)  # Selector.select_io does its I/O from now on
+            self.channel.attach(self.sock)  # Selector.select_io does its I/O from now on
             return
         try:  # same descriptor, so the selector registration stays valid
             self.sock = self._ssl_context.wrap_socket(
                 self.sock, server_hostname=self.host, do_handshake_on_connect=False)
+            if self._tls_rbuf is None:  # what the ssl object decrypts into
+                self._tls_rbuf = memoryview(bytearray(RECV_CHUNK))
         except (OSError, ValueError) as e:
             raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from e
         self._tls = True
@@ -303,7 +268,7 @@ class BrokerConnection:
         self.reauth_at_ms = None
         failed = list(self.in_flight)
         self.in_flight.clear()
-        self._channel.clear()
+        self.channel.clear()
         return failed
 
     # -- sending --
@@ -311,72 +276,24 @@ class BrokerConnection:
     def enqueue(self, request, buffers):
         """Queue a whole frame (list of bytes-like) for writing; the request joins the FIFO."""
         self.in_flight.append(request)
-        self._channel.enqueue(request, buffers)
+        self.channel.enqueue(request, buffers)
 
     def write(self, now):
         """Write as much as the socket takes. Returns requests whose bytes are now fully written
         and that expect no response (they leave the FIFO). Raises KafkaConnectionError."""
-        try:
-            written = self._tls_write() if self._tls else self._channel.write(self.sock)
-        except OSError as e:
-            if self._tls:
-                raise ssl_failure(e, self.node_id, self.host, self.port, "write") from e
-            raise self._send_failed(e) from None
-        return self._written(written, now)
+        return network_poll.conn_write(self, now)
 
     def _send_failed(self, e):
         return errors.KafkaConnectionError("send to node %s failed: %s" % (self.node_id, e))
 
-    def _written(self, written, now):
-        self.last_activity_ms = now
-        done = []
-        for req in written:
-            if not req.expects_response:
-                self.in_flight.remove(req)
-                self.unanswered.append(req.correlation_id)
-                done.append(req)
-        return done
+    def _write_failed(self, e):
+        """The error that ends the connection for a failed direct write (an OSError)."""
+        error = self._send_failed(e)
+        _drop_tracebacks(error)
+        return error
 
-    def _tls_write(self):
-        written, channel = [], self._channel
-        while channel.wants_write:
-            try:
-                n = self._ssl_send(channel.pending())
-            except (BlockingIOError, InterruptedError):
-                break
-            written += channel.advance(n)  # (frames with no bytes left complete on 0 too)
-            if not n:
-                break
-        return written
-
-    def _ssl_send(self, iov):
-        """Bytes of iov the ssl object took. SSL_write takes a buffer whole or not at all, and a
-        write it refused must be offered again unchanged: small buffers are joined, large ones
-        go as they are (the encryption is their one copy)."""
-        sent, i, sock = 0, 0, self.sock
-        while i < len(iov):
-            if self._ssl_retry is not None:
-                count, data = self._ssl_retry
-            elif len(iov[i]) >= _SSL_SMALL:
-                count, data = 1, iov[i]
-            else:
-                count, size = 0, 0
-                while i + count < len(iov) and len(iov[i + count]) < _SSL_SMALL and \
-                        size + len(iov[i + count]) <= _SSL_JOIN_MAX:
-                    size += len(iov[i + count])
-                    count += 1
-                data = iov[i] if count == 1 else b"".join(iov[i:i + count])
-            try:
-                n = sock.send(data)
-            except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
-                self._ssl_retry = (count, data) if count > 1 else None
-                if sent:
-                    return sent
-                raise BlockingIOError(errno.EAGAIN, "TLS write would block") from None
-            self._ssl_retry = None
-            sent += n
-            i += count
-        return sent
+    def _ssl_failure(self, e, when):
+        return ssl_failure(e, self.node_id, self.host, self.port, when)
 
     # -- receiving --
 
@@ -385,97 +302,40 @@ class BrokerConnection:
         without the size prefix) and None, or the error that ends the connection
         (KafkaConnectionError on EOF/socket error, InvalidReceiveError on a bad frame size);
         frames that arrived before the error are still returned."""
-        frames = []
-        return frames, self._received(frames, now, lambda: self._tls_read(
-            frames, max_reads) if self._tls else self._channel.read(self.sock, frames, max_reads))
+        return network_poll.conn_read(self, now, max_reads)
 
     def collect(self, now):
         """After Selector.select_io did this connection's I/O: (the requests it finished writing
         that expect no response, the frames it read, the error that ends the connection)."""
-        tags, err = self._channel.take_written()
-        done = self._written(tags, now) if tags else []
-        if err:
-            error = self._send_failed(OSError(err, os.strerror(err)))
-            _drop_tracebacks(error)
-            return done, [], error
-        frames = []
-        return done, frames, self._received(frames, now, lambda: self._take_received(frames))
+        return network_poll.collect(self, now)
 
-    def _take_received(self, frames):
-        got, eof, err = self._channel.take_received(frames)
-        if err:
-            raise OSError(err, os.strerror(err))
-        return got, eof
-
-    def _received(self, frames, now, receive):
-        """receive() adds frames and returns (bytes, eof): the error that ends the connection,
-        or None."""
+    def _receive_failed(self, error):
+        """The error that ends the connection for a failed read: a KafkaError (a bad frame, a
+        refused TLS read) as it is, an OSError as a KafkaConnectionError, None (the broker
+        closed it) as one saying so; without tracebacks."""
         try:
-            try:
-                got, eof = receive()
-            except OSError as e:
-                raise errors.KafkaConnectionError(
-                    "receive from node %s failed: %s" % (self.node_id, e)) from None
-            if got:
-                self.last_activity_ms = now
-            if eof:
+            if error is None:
                 raise errors.KafkaConnectionError(
                     "connection to node %s (%s:%s) closed by the broker" % (
                         self.node_id, self.host, self.port))
+            if isinstance(error, OSError):
+                raise errors.KafkaConnectionError(
+                    "receive from node %s failed: %s" % (self.node_id, error)) from None
+            raise error
         except errors.KafkaError as e:
             _drop_tracebacks(e)  # its frames hold the frames list: a cycle for the gc to find
             return e
-        return None
-
-    def _tls_read(self, frames, max_reads):
-        """As Channel.read, through the ssl object: it hands out one TLS record per call, so
-        read on until it would block."""
-        if self._tls_rbuf is None:
-            self._tls_rbuf = memoryview(bytearray(RECV_CHUNK))
-        got = 0
-        for _ in range(max_reads):
-            try:
-                n = self.sock.recv_into(self._tls_rbuf)
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                break
-            except _SSL_CLOSED:
-                return got, True
-            except ssl.SSLError as e:
-                raise ssl_failure(e, self.node_id, self.host, self.port, "read") from e
-            if n == 0:
-                return got, True
-            got += n
-            self._channel.feed(self._tls_rbuf, n, frames)
-        return got, False
 
     def complete_next(self, correlation_id):
         """Pop the FIFO head for a response (None for an answer to a request that expected
         none); a mismatch raises CorrelationIdError."""
-        if correlation_id in self.unanswered and (
-                not self.in_flight or self.in_flight[0].correlation_id != correlation_id):
-            self.unanswered.remove(correlation_id)
-            return None
-        if not self.in_flight:
-            raise errors.CorrelationIdError(
-                "node %s sent a response (correlation id %d) with no request in flight" % (
-                    self.node_id, correlation_id))
-        head = self.in_flight[0]
-        if head.correlation_id != correlation_id or not head.expects_response:
-            raise errors.CorrelationIdError(
-                "node %s: expected a response to correlation id %d, got %d" % (
-                    self.node_id, head.correlation_id, correlation_id))
-        return self.in_flight.popleft()
+        return network_poll.complete_next(self, correlation_id)
 
     def expired_request(self, now):
         """The first in-flight request past its timeout, or None."""
-        for req in self.in_flight:
-            if now - req.send_ms >= req.timeout_ms:
-                return req
-        return None
+        return network_poll.expired_request(self, now)
 
     def next_deadline(self):
         """Earliest request timeout or connect deadline (ms), MAX_DELAY_MS if none."""
-        t = self.connect_deadline_ms if self.state != READY else MAX_DELAY_MS
-        for req in self.in_flight:
-            t = min(t, req.send_ms + req.timeout_ms)
-        return t
+        return network_poll.conn_deadline(self)
+

@@ -7,6 +7,11 @@ the metadata fresh (metadata_updater.py), then runs the response callbacks. Time
 ms (metadata.now_ms). Whatever a broker sends ends as a typed error: a reply that does not
 decode is a KafkaProtocolError that closes its connection, with backoff.
 
+The data path (poll, request queueing, response dispatch, request timeouts, the connections'
+byte streams) is kcore.network_poll, compiled, working on this client's and its connections'
+attributes; it calls back here for what needs a decision. This class keeps the connections and
+their setup (TLS handshake, ApiVersions, SASL, metadata) and its Python API.
+
 A connection is set up in steps: TCP connect, the TLS handshake (SSL, SASL_SSL), ApiVersions,
 the SASL exchange (SASL_*; SaslClientAuthenticator), then READY. When the broker limits the SASL
 session (KIP-368), the connection authenticates again before it expires: it stops taking new
@@ -17,14 +22,13 @@ import logging
 import random
 import selectors
 import socket
-import struct
 
-from kcore import Selector, recv_into, send_buffers
+from kcore import Selector, network_poll, recv_into, send_buffers
 from pyprod import errors, node_api_versions
 from pyprod.client_response import ClientResponse
 from pyprod.connection import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,
                                HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP, BrokerConnection,
-                               ExponentialBackoff, InFlightRequest, decoded)
+                               ExponentialBackoff, decoded)
 from pyprod.metadata import now_ms
 from pyprod.metadata_updater import MetadataUpdater
 from pyprod.protocol import BY_KEY, api_versions, header
@@ -36,12 +40,9 @@ __all__ = ["NetworkClient", "ClientResponse", "DISCONNECTED", "CONNECTING", "HAN
            "CHECKING_API_VERSIONS", "AUTHENTICATING", "READY", "MAX_DELAY_MS",
            "is_authentication_failure"]
 
-_I32 = struct.Struct(">i")
 _INTERNAL_API_VERSIONS = "api_versions"
 _INTERNAL_METADATA = "metadata"
 _INTERNAL_SASL = "sasl"
-_IDLE_CHECK_MS = 1000
-_MAX_WAIT_MS = 86_400_000  # select() refuses huge timeouts
 _R = selectors.EVENT_READ
 _RW = selectors.EVENT_READ | selectors.EVENT_WRITE
 
@@ -88,6 +89,7 @@ class NetworkClient:
                                         receive_message_max_bytes=receive_message_max_bytes)
         self._sasl = sasl_authenticator
         self._sel = Selector()
+        self._recv_into = recv_into  # kcore's: drains the wakeup socket keeping the GIL
         self._wake_pending = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_buf = bytearray(1024)
@@ -96,7 +98,9 @@ class NetworkClient:
         self._sel.register(self._wake_r, _R, None)
         self._conns = {}           # node_id -> BrokerConnection (kept across reconnects)
         self._correlation = 0
-        self._heads = {}  # (api key, version) -> request header around the correlation id
+        # (api key, version) -> (request header before the correlation id, after it,
+        # response header version)
+        self._heads = {}
         self._updater = MetadataUpdater(self, metadata, _INTERNAL_METADATA,
                                         allow_auto_create_topics)
         self._completed = []       # ClientResponses whose callbacks run at the end of poll()
@@ -122,13 +126,12 @@ class NetworkClient:
 
     def can_send(self, conn):
         """READY, below max in flight, and nothing left half-written (Java's canSendMore)."""
-        return (conn is not None and conn.state == READY and not conn.wants_write
-                and len(conn.in_flight) < self._max_in_flight)
+        return network_poll.can_send(self, conn)
 
     def is_ready(self, node_id, now):
         """Can a request go to node_id now? False while a metadata update is due, so the
         metadata request goes first (Java)."""
-        return not self._updater.update_due(now) and self.can_send(self._conns.get(node_id))
+        return network_poll.is_ready(self, node_id, now)
 
     def ready(self, node_id, now):
         """is_ready(), and if the node is disconnected and its backoff passed, start connecting."""
@@ -190,7 +193,7 @@ class NetworkClient:
 
     def busy_nodes(self):
         """The nodes with requests in flight."""
-        return {node for node, conn in self._conns.items() if conn.in_flight}
+        return network_poll.busy_nodes(self)
 
     def has_in_flight(self, node_id=None):
         return self.in_flight_request_count(node_id) > 0
@@ -251,6 +254,19 @@ class NetworkClient:
         self._sel.set_channel(conn.sock, conn.channel)  # its I/O once attached (plaintext)
         conn.sel_mask = _RW
 
+    def _set_up(self, conn, now):
+        """poll() found a connection CONNECTING or HANDSHAKING ready: its next setup steps.
+        True if it is set up enough for its I/O to go on in this poll."""
+        if conn.state == CONNECTING:
+            self._on_connected(conn, now)
+            if conn.sock is None:
+                return False
+        if conn.state == HANDSHAKING:
+            self._handshake(conn, now)
+            if conn.state == HANDSHAKING or conn.sock is None:
+                return False
+        return True
+
     def _on_connected(self, conn, now):
         try:
             conn.finish_connect(now)
@@ -308,20 +324,14 @@ class NetworkClient:
                   ", session of %d ms" % conn.authenticator.session_lifetime_ms)
         conn.set_ready(conn.api_versions)
 
-    def _maybe_reauthenticate(self, now):
+    def _reauthenticate(self, conn, now):
         """KIP-368: a READY connection whose SASL session nears its end authenticates again."""
-        for conn in self._conns.values():
-            if conn.state == READY and conn.reauth_at_ms is not None and \
-                    now >= conn.reauth_at_ms:
-                log.debug("Node %s: re-authenticating (SASL session ends soon)", conn.node_id)
-                conn.reauth_at_ms = None
-                self._start_authentication(conn, now)
+        log.debug("Node %s: re-authenticating (SASL session ends soon)", conn.node_id)
+        conn.reauth_at_ms = None
+        self._start_authentication(conn, now)
 
     def _update_interest(self, conn):
-        mask = _RW if conn.wants_write else _R
-        if conn.sock is not None and mask != conn.sel_mask:
-            self._sel.modify(conn.sock, mask, conn)
-            conn.sel_mask = mask
+        network_poll.after_write(self, conn, (), 0)
 
     def _send_api_versions(self, conn, version, now):
         self._enqueue(conn, api_versions.API_KEY, version, api_versions.encode_request(version),
@@ -345,11 +355,6 @@ class NetworkClient:
 
     # -- sending --
 
-    def _next_correlation_id(self):
-        cid = self._correlation
-        self._correlation = 0 if cid >= 0x7FFFFFFF else cid + 1
-        return cid
-
     def send(self, node_id, api_key, api_version, body, expects_response=True, callback=None,
              timeout_ms=None):
         """Queue a request (body: bytes-like or a list of them, without header or size); the
@@ -366,40 +371,26 @@ class NetworkClient:
                              self._request_timeout_ms if timeout_ms is None else timeout_ms,
                              now, None)
 
-    def _request_header(self, api, version, cid):
-        around = self._heads.get((api.key, version))
-        if around is None:  # key, version | correlation id | client id (and tagged fields)
-            w = Writer()
-            header.write_request_header(w, api, version, 0, self._client_id)
-            head = w.getvalue()
-            around = self._heads[api.key, version] = (head[:4], head[8:])
-        return around[0] + _I32.pack(cid) + around[1]
+    def _request_head(self, api_key, version):
+        """(request header before the correlation id, after it, response header version) for
+        an API and version, cached."""
+        api = _api_module(api_key).API
+        w = Writer()  # key, version | correlation id | client id (and tagged fields)
+        header.write_request_header(w, api, version, 0, self._client_id)
+        head = w.getvalue()
+        around = self._heads[api_key, version] = (
+            head[:4], head[8:], header.response_header_version(api, version))
+        return around
+
+    _buffers = staticmethod(_buffers)
 
     def _enqueue(self, conn, api_key, version, body, expects_response, callback, timeout_ms,
                  now, internal):
-        api = _api_module(api_key).API
-        cid = self._next_correlation_id()
-        head = self._request_header(api, version, cid)
-        parts = _buffers(body)
-        size = len(head) + sum(memoryview(p).nbytes for p in parts)
-        req = InFlightRequest(cid, api_key, version, header.response_header_version(api, version),
-                              expects_response, callback, now, timeout_ms, internal)
-        conn.enqueue(req, [_I32.pack(size) + head] + parts)
-        self._write(conn, now)
-        return cid
+        return network_poll.enqueue(self, conn, api_key, version, body, expects_response,
+                                    callback, timeout_ms, now, internal)
 
     def _write(self, conn, now):
-        try:
-            done = conn.write(now)
-        except errors.KafkaConnectionError as e:
-            self._close(conn, e, now)
-            return
-        self._written(conn, done, now)
-
-    def _written(self, conn, done, now):
-        for req in done:  # acks=0 style requests complete once written (Java)
-            self._complete(conn, req, None, None, now)
-        self._update_interest(conn)
+        network_poll.write(self, conn, now)
 
     # -- closing --
 
@@ -498,128 +489,29 @@ class NetworkClient:
     # -- polling --
 
     def poll(self, timeout_ms=None):
-        """Do IO for up to timeout_ms (None: request_timeout_ms), then run callbacks."""
-        if self._closed:
-            raise errors.IllegalStateError("NetworkClient is closed")
-        now = now_ms()
-        self._maybe_reauthenticate(now)
-        metadata_timeout = self._updater.maybe_update(now)
-        wait = self._request_timeout_ms if timeout_ms is None else timeout_ms
-        wait = min(wait, metadata_timeout, self._next_deadline() - now)
-        if self._completed:
-            wait = 0
-        events = self._sel.select_io(min(max(0, wait), _MAX_WAIT_MS) / 1000.0)
-        now = now_ms()
-        for key, mask in events:
-            conn = key.data
-            if conn is None:
-                self._drain_wakeups()
-            elif conn.sock is not None:
-                self._handle_io(conn, mask, now)
-        self._handle_timeouts(now)
-        if now >= self._next_idle_check:
-            self._close_idle(now)
-        if self._completed:
-            self._run_callbacks()
-
-    def _drain_wakeups(self):
-        buf = self._wake_buf
-        try:
-            while recv_into(self._wake_r, buf):  # keeps the GIL (kcore.selector)
-                pass
-        except (BlockingIOError, InterruptedError):
-            pass
-        # After draining: a wakeup() between the two leaves a byte, so the next poll returns.
-        self._wake_pending = False
-
-    def _handle_io(self, conn, mask, now):
-        if conn.state == CONNECTING:
-            self._on_connected(conn, now)
-            if conn.sock is None:
-                return
-        if conn.state == HANDSHAKING:
-            self._handshake(conn, now)
-            if conn.state == HANDSHAKING or conn.sock is None:
-                return
-        if conn.direct_io:  # select_io wrote and read the socket already, without the GIL
-            done, frames, error = conn.collect(now)
-            self._written(conn, done, now)
-        else:
-            if mask & selectors.EVENT_WRITE and conn.wants_write:
-                self._write(conn, now)
-            if not mask & selectors.EVENT_READ or conn.sock is None:
-                return
-            frames, error = conn.read(now)
-        for frame in frames:
-            self._handle_frame(conn, frame, now)
-            if conn.sock is None:
-                return
-        if error is not None:
-            self._close(conn, error, now)
+        """Do IO for up to timeout_ms (None: request_timeout_ms), then run callbacks
+        (kcore.network_poll.poll)."""
+        network_poll.poll(self, timeout_ms)
 
     def _handle_frame(self, conn, frame, now):
-        try:
-            r = Reader(frame)
-            req = conn.complete_next(r.read_int32())
-            if req is None:
-                return
-            if req.response_header_version >= 1:
-                decoded("a response header", r.read_tagged_fields)
-        except errors.KafkaError as e:
-            self._close(conn, e, now)
-            return
-        body = memoryview(frame)[r.pos:]
+        network_poll.handle_frame(self, conn, frame, now)
+
+    def _response_header_end(self, frame):
+        """Where a response's body starts, past its correlation id and tagged fields;
+        KafkaError if the header does not decode."""
+        r = Reader(frame)
+        r.read_int32()
+        decoded("a response header", r.read_tagged_fields)
+        return r.pos
+
+    def _handle_internal(self, conn, req, body, now):
+        """The response to a request the client sent itself."""
         if req.internal == _INTERNAL_API_VERSIONS:
             self._handle_api_versions(conn, req, body, now)
         elif req.internal == _INTERNAL_METADATA:
             self._updater.handle_response(conn, req, body, now)
         elif req.internal == _INTERNAL_SASL:
             self._handle_sasl(conn, req, body, now)
-        else:
-            self._complete(conn, req, body, None, now)
 
     def _complete(self, conn, req, body, error, now):
-        if req.callback is not None:
-            self._completed.append((req.callback, ClientResponse(
-                conn.node_id, req.api_key, req.api_version, req.correlation_id, body, error,
-                now - req.send_ms)))
-
-    def _next_deadline(self):
-        t = MAX_DELAY_MS
-        for conn in self._conns.values():
-            if conn.state != DISCONNECTED:
-                t = min(t, conn.next_deadline())
-        return t
-
-    def _handle_timeouts(self, now):
-        for conn in list(self._conns.values()):
-            if conn.state in SETTING_UP and now >= conn.connect_deadline_ms:
-                self._close(conn, errors.KafkaConnectionError(
-                    "timed out after %d ms connecting to node %s (%s:%s) in state %s" % (
-                        self._request_timeout_ms, conn.node_id, conn.host, conn.port,
-                        conn.state)), now)
-                continue
-            if conn.state == DISCONNECTED or not conn.in_flight:
-                continue
-            req = conn.expired_request(now)
-            if req is not None:
-                self._close(conn, errors.RequestTimedOutError(
-                    "request (api %d, correlation id %d) to node %s timed out after %d ms; "
-                    "closing the connection" % (req.api_key, req.correlation_id, conn.node_id,
-                                                now - req.send_ms)), now)
-
-    def _close_idle(self, now):
-        self._next_idle_check = now + min(_IDLE_CHECK_MS, self._idle_ms)
-        for conn in list(self._conns.values()):
-            if conn.state == READY and not conn.in_flight and not conn.wants_write and \
-                    now - conn.last_activity_ms >= self._idle_ms:
-                log.debug("Closing idle connection to node %s", conn.node_id)
-                self._close(conn, None, now, request_update=False)
-
-    def _run_callbacks(self):
-        done, self._completed = self._completed, []
-        for cb, resp in done:
-            try:
-                cb(resp)
-            except Exception:
-                log.exception("Uncaught error in request completion callback %r", cb)
+        network_poll.complete(self, conn, req, body, error, now)

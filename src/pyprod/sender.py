@@ -3,10 +3,12 @@ what is due, metadata as needed, ready(), drain(), send ProduceRequests (pipelin
 max_in_flight per connection), complete or retry batches, then poll for at most
 min(linger or backoff left, node delay, next expiry).
 
-The produce path is kcore's SenderLoop: ready(), drain() and the requests of each loop
-(send_producer_data); it frames the requests, keeps the batches in
-flight and completes the acknowledged ones in C, once per response. What needs a decision comes
-back here: a partition's error (retry, split, reset the producer id, fail) or a failed request.
+Each loop is kcore's SenderLoop.run_once: expiry, ready(), drain() and the requests
+(send_producer_data), then the NetworkClient's poll (kcore.network_poll); it frames the requests,
+keeps the batches in flight and completes the acknowledged ones in C, once per response. A
+steady produce stream thus runs no Python here. What needs a decision comes back: the producer
+id (run_once below), a partition's error (retry, split, reset the producer id, fail) or a failed
+request.
 
 Deadlines sit in the SenderLoop's TimingWheel, one entry per batch in flight (its delivery
 deadline, cancelled when the response comes) plus one entry for the next look at the
@@ -102,30 +104,30 @@ class Sender(threading.Thread):
 
     # -- one loop ---------------------------------------------------------------------------
     def run_once(self):
-        now = now_ms()
-        self.produce_loop.fail_expired(now)
+        """One loop: kcore's SenderLoop runs it (expiry, the produce step, the client's poll),
+        unless the producer id needs a decision first, which is taken here."""
+        now = self.produce_loop.run_once(self.client, self.metadata, self.max_request_size)
+        if now is None:
+            return
         tm = self.tm
-        if tm is not None and tm.fatal_error is not None:
+        if tm.fatal_error is not None:
             if self.accumulator.has_undrained():  # appended by a send() that raced the error
                 self.accumulator.abort_incomplete(tm.fatal_error, close=False)
             self.client.poll(self._next_deadline_delay(now))
             return
-        if tm is not None and not tm.has_producer_id():
-            if tm.needs_producer_id():
-                if tm.bump_epoch():
-                    log.info("Producer id %d: epoch bumped to %d", tm.producer_id,
-                             tm.producer_epoch)
-                    self.client.poll(self._send_producer_data(now))
-                    return
-                self._maybe_init_producer_id(now)
-            elif tm.reset_pending:  # batches of unknown fate are asked about under the old id
+        if tm.needs_producer_id():
+            if tm.bump_epoch():
+                log.info("Producer id %d: epoch bumped to %d", tm.producer_id,
+                         tm.producer_epoch)
                 self.client.poll(self._send_producer_data(now))
                 return
-            # Nothing is sent without a producer id; responses and expiry still run.
-            wait = max(self._init_pid_not_before - now, self.retry_backoff_ms, 1)
-            self.client.poll(min(wait, self._next_deadline_delay(now)))
+            self._maybe_init_producer_id(now)
+        elif tm.reset_pending:  # batches of unknown fate are asked about under the old id
+            self.client.poll(self._send_producer_data(now))
             return
-        self.client.poll(self._send_producer_data(now))
+        # Nothing is sent without a producer id; responses and expiry still run.
+        wait = max(self._init_pid_not_before - now, self.retry_backoff_ms, 1)
+        self.client.poll(min(wait, self._next_deadline_delay(now)))
 
     def _next_deadline_delay(self, now):
         return self.produce_loop.next_deadline_delay(now)

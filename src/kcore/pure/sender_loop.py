@@ -16,7 +16,8 @@ on_fail(batch, error) fails a batch that expired or cannot be sent.
 """
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
-from kcore.shared.sender_loop import _fail_expired, _send_producer_data
+from kcore.pure import network_poll
+from kcore.shared.sender_loop import _fail_expired, _run_once, _send_producer_data
 from pyprod.errors import KafkaError, UnknownError
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
@@ -32,6 +33,7 @@ class SenderLoop:
                  on_piece_done=None, on_fail=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
+        self.net = network_poll  # the NetworkClient's data path, this implementation's
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
@@ -45,6 +47,11 @@ class SenderLoop:
         self.requests = self.batches = self.records_sent = 0
         self._queue_scan = self.wheel.add(now, QUEUE_SCAN)
         self._queue_scan_ms = now
+
+    def run_once(self, client, metadata, max_request_size):
+        """One Sender loop (expiry, the produce step, the client's poll); None, or the time
+        (ms) when the producer id needs the Sender's decision first (only expiry ran)."""
+        return _run_once(self, client, metadata, max_request_size)
 
     # -- requests ---------------------------------------------------------------------------
     def send_producer_data(self, client, metadata, max_request_size, now):

@@ -156,7 +156,8 @@ def _connection_target():
 
 
 class _Harness:
-    """A NetworkClient with its I/O stubbed out, for _handle_frame."""
+    """A NetworkClient with its closing stubbed out, for _handle_frame (its connection has no
+    socket, so nothing is written)."""
 
     def __init__(self):
         from pyprod import config
@@ -164,7 +165,6 @@ class _Harness:
         settings = config.build(bootstrap_servers="127.0.0.1:9092")
         self.client = network_client_for(settings, metadata_for(settings))
         self.client._close = self._close    # record instead of closing a socket
-        self.client._write = lambda conn, now: None
         self.closed = []
         self.responses = []
 
