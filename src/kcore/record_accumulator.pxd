@@ -89,6 +89,9 @@ cdef class RecordAccumulator:
                       Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
     cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
                          PyObject* tm) noexcept nogil
+    cdef int _give_entries(self) except -1
+    cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
+                           Py_ssize_t max_request_size, int64_t now)
     # The picked queues' head batches, up to max_size bytes: sealed, given sequences.
     cdef list _take(self, const Py_ssize_t* picks, Py_ssize_t npicks, Py_ssize_t max_size,
                     int64_t now)

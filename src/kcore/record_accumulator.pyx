@@ -8,6 +8,7 @@ ready() scans them all without the GIL while callers append, and drain() chooses
 the same way (the transaction manager's per-partition state is C, owned by the Sender thread).
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.object cimport PyTypeObject, newfunc
 from cpython.ref cimport PyObject
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
@@ -31,6 +32,11 @@ from pyprod.errors import IllegalStateError, KafkaTimeoutError
 include "shared/record_accumulator.py"  # ReadyCheckResult and the too-large error
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
+
+# ReadyCheckResult(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)): made
+# in C instead, as kcore.future makes RecordMetadata
+cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
+cdef type _ReadyCheckResult = ReadyCheckResult
 
 _monotonic = time.monotonic
 
@@ -64,6 +70,25 @@ cdef inline bint _among(int32_t node, const int32_t* nodes, Py_ssize_t n) noexce
         if nodes[i] == node:
             return True
     return False
+
+
+cdef Py_ssize_t _sendable_ready(ReadyScan* scan, const int32_t* sendable, Py_ssize_t nsend,
+                                const int32_t* busy, Py_ssize_t nbusy, int32_t* ids,
+                                bint* busy_) noexcept nogil:
+    """The ready nodes that are sendable, ascending, into ids (busy_: each one busy?)."""
+    cdef Py_ssize_t i, j, nids = 0
+    cdef int32_t node
+    for i in range(scan.nready):
+        node = scan.ready[i]
+        if not _among(node, sendable, nsend):
+            continue
+        j = nids
+        while j > 0 and ids[j - 1] > node:  # insertion sort: a few nodes
+            ids[j], busy_[j] = ids[j - 1], busy_[j - 1]
+            j -= 1
+        ids[j], busy_[j] = node, _among(node, busy, nbusy)
+        nids += 1
+    return nids
 
 
 cdef class RecordAccumulator:
@@ -270,29 +295,57 @@ cdef class RecordAccumulator:
     def ready(self, cluster, int64_t now, busy=()):
         """Every queue looked at without the GIL (callers append meanwhile; queues they add
         during the scan wait for the next call, as if added just after it)."""
+        return self.ready_drain(cluster, now, busy, None, 0)[0]
+
+    def ready_drain(self, cluster, int64_t now, busy, sendable, Py_ssize_t max_request_size):
+        """(ready(), drain() of its ready nodes that are in sendable, in ascending order), both
+        choices in one section without the GIL; None for sendable: ready() alone."""
         cdef ReadyScan scan
-        cdef Py_ssize_t n, nbusy = len(busy), i
-        cdef int32_t* nodes
+        cdef Py_ssize_t n, nbusy = len(busy), nsend = 0 if sendable is None else len(sendable)
+        cdef Py_ssize_t i, nids = 0
+        cdef TransactionManager tm = self.tm
+        cdef bint draining = sendable is not None
         self._refresh_leaders(cluster)
+        if draining:
+            self._give_entries()
         n = self._nqueues
-        nodes = <int32_t*>malloc((n + nbusy + 1) * sizeof(int32_t))
+        cdef int32_t* nodes = <int32_t*>malloc((n + nbusy + nsend + 1) * sizeof(int32_t))
+        cdef int32_t* ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+        cdef bint* busy_ = <bint*>malloc((n + 1) * sizeof(bint))
+        cdef Py_ssize_t* idx = <Py_ssize_t*>malloc((3 * n + 1) * sizeof(Py_ssize_t))
         scan.unknown = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
         try:
-            if nodes == NULL or scan.unknown == NULL:
+            if nodes == NULL or ids == NULL or busy_ == NULL or idx == NULL or \
+                    scan.unknown == NULL:
                 raise MemoryError()
             for i, node in enumerate(busy):
                 nodes[n + i] = node
+            if draining:
+                for i, node in enumerate(sendable):
+                    nodes[n + nbusy + i] = node
             scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
             with nogil:
                 self._scan(n, now, nodes + n, nbusy, &scan)
-            ready = {nodes[i] for i in range(scan.nready)}
-            unknown = {(<PartitionQueue>self._queues[scan.unknown[i]]).tp[0]
-                       for i in range(scan.nunknown)}
+                if draining:
+                    nids = _sendable_ready(&scan, nodes + n + nbusy, nsend, nodes + n, nbusy,
+                                           ids, busy_)
+                    if nids:
+                        self._select(n, now, ids, busy_, nids, <PyObject*>tm if tm is not None
+                                     else NULL, idx, idx + n, idx + 2 * n)
+            args = (({nodes[i] for i in range(scan.nready)},
+                      float("inf") if scan.next_delay == INT64_MAX else scan.next_delay,
+                      {(<PartitionQueue>self._queues[scan.unknown[i]]).tp[0]
+                       for i in range(scan.nunknown)}),)
+            result = _tuple_new(_ReadyCheckResult, <PyObject*>args, NULL)
+            drained = self._take_picked([ids[i] for i in range(nids)], idx, n,
+                                        max_request_size, now) if nids else {}
         finally:
             free(nodes)
+            free(ids)
+            free(busy_)
+            free(idx)
             free(scan.unknown)
-        return ReadyCheckResult(ready, float("inf") if scan.next_delay == INT64_MAX
-                                else scan.next_delay, unknown)
+        return result, drained
 
     cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
                     ReadyScan* out) noexcept nogil:
@@ -340,16 +393,11 @@ cdef class RecordAccumulator:
     def drain(self, cluster, nodes, max_request_size, int64_t now, busy=()):
         """The queues are chosen without the GIL (callers append meanwhile), then their head
         batches are sealed and given sequences under one hold of it."""
-        cdef Py_ssize_t n, nnodes = len(nodes), k, start = 0
+        cdef Py_ssize_t n, nnodes = len(nodes), k
         cdef TransactionManager tm = self.tm
         order = list(nodes)
         self._refresh_leaders(cluster)
-        if tm is not None:
-            for k in range(self._nentries, self._nqueues):
-                dq = <PartitionQueue>self._queues[k]
-                dq.entry_ref = tm.partition_entry(dq.tp)
-                dq.entry = <PyObject*>dq.entry_ref
-            self._nentries = self._nqueues
+        self._give_entries()
         n = self._nqueues
         cdef int32_t* ids = <int32_t*>malloc((nnodes + 1) * sizeof(int32_t))
         cdef bint* busy_ = <bint*>malloc((nnodes + 1) * sizeof(bint))
@@ -362,15 +410,33 @@ cdef class RecordAccumulator:
             with nogil:
                 self._select(n, now, ids, busy_, nnodes, <PyObject*>tm if tm is not None
                              else NULL, idx, idx + n, idx + 2 * n)
-            drained = {}
-            for k in range(nnodes):
-                drained[order[k]] = self._take(idx + n + start, idx[2 * n + k] - start,
-                                               max_request_size, now)
-                start = idx[2 * n + k]
+            return self._take_picked(order, idx, n, max_request_size, now)
         finally:
             free(ids)
             free(busy_)
             free(idx)
+
+    cdef int _give_entries(self) except -1:
+        """Queues made since the last drain get their transaction manager entry."""
+        cdef PartitionQueue dq
+        cdef Py_ssize_t k
+        if self.tm is not None:
+            for k in range(self._nentries, self._nqueues):
+                dq = <PartitionQueue>self._queues[k]
+                dq.entry_ref = self.tm.partition_entry(dq.tp)
+                dq.entry = <PyObject*>dq.entry_ref
+        self._nentries = self._nqueues
+        return 0
+
+    cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
+                           Py_ssize_t max_request_size, int64_t now):
+        """{node: its picked batches (_select's idx), taken}, nodes in order."""
+        cdef Py_ssize_t k, start = 0
+        cdef dict drained = {}
+        for k in range(len(order)):
+            drained[order[k]] = self._take(idx + n + start, idx[2 * n + k] - start,
+                                           max_request_size, now)
+            start = idx[2 * n + k]
         return drained
 
     cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,

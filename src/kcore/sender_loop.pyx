@@ -42,6 +42,11 @@ cdef class SenderLoop:
         self._queue_scan = self.wheel.add_c(now, QUEUE_SCAN)
         self._queue_scan_ms = now
 
+    def run(self, sender):
+        """The Sender's loop while sender._running: run_once, then sender.decide(now) when the
+        producer id needs a decision."""
+        _run(self, sender)
+
     def run_once(self, client, metadata, Py_ssize_t max_request_size):
         """One Sender loop (expiry, the produce step, the client's poll); None, or the time
         (ms) when the producer id needs the Sender's decision first (only expiry ran)."""

@@ -3,12 +3,14 @@ what is due, metadata as needed, ready(), drain(), send ProduceRequests (pipelin
 max_in_flight per connection), complete or retry batches, then poll for at most
 min(linger or backoff left, node delay, next expiry).
 
-Each loop is kcore's SenderLoop.run_once: expiry, ready(), drain() and the requests
-(send_producer_data), then the NetworkClient's poll (kcore.network_poll); it frames the requests,
-keeps the batches in flight and completes the acknowledged ones in C, once per response. A
-steady produce stream thus runs no Python here. What needs a decision comes back: the producer
-id (run_once below), a partition's error (retry, split, reset the producer id, fail) or a failed
-request.
+The loop is kcore's SenderLoop.run: each pass is expiry, ready() and drain() (one section
+without the GIL for both choices), the requests, then the NetworkClient's poll
+(kcore.network_poll); it frames the requests, keeps the batches in flight and completes the
+acknowledged ones in C, once per response. A steady produce stream thus runs no Python bytecode
+in this thread but the user's callbacks (tests/integration/test_sender_steady_state.py). What
+needs a decision comes back here: the producer id (decide), a partition's error (retry, split,
+reset the producer id, fail) or a failed request. Closing runs the same pass (run_once) until
+what is left is sent.
 
 Deadlines sit in the SenderLoop's TimingWheel, one entry per batch in flight (its delivery
 deadline, cancelled when the response comes) plus one entry for the next look at the
@@ -72,8 +74,7 @@ class Sender(threading.Thread):
 
     # -- lifecycle --------------------------------------------------------------------------
     def run(self):
-        while self._running:
-            self._run_once_safely()
+        self.produce_loop.run(self)  # each loop, until initiate_close()
         # Closing: send what is left unless forced, then give up on the rest.
         while not self._force_close and (self.accumulator.has_undrained() or
                                          self.client.in_flight_request_count() > 0):
@@ -107,8 +108,11 @@ class Sender(threading.Thread):
         """One loop: kcore's SenderLoop runs it (expiry, the produce step, the client's poll),
         unless the producer id needs a decision first, which is taken here."""
         now = self.produce_loop.run_once(self.client, self.metadata, self.max_request_size)
-        if now is None:
-            return
+        if now is not None:
+            self.decide(now)
+
+    def decide(self, now):
+        """The producer id's decisions, which come before anything is sent under it."""
         tm = self.tm
         if tm.fatal_error is not None:
             if self.accumulator.has_undrained():  # appended by a send() that raced the error

@@ -70,7 +70,8 @@ def _snapshot(batch):
 class _Run:
     """One implementation through the script; `log` is what must match the other's."""
 
-    def __init__(self, k, compression):
+    def __init__(self, k, compression, combined=False):
+        self.combined = combined  # the Sender's ready_drain(), not ready() then drain()
         cfg = config.build(batch_size=1024, batch_max_size=4096, linger_ms=0,
                            retry_backoff_ms=100, compression_type=compression)
         self.k, self.meta = k, FakeMetadata()
@@ -99,8 +100,11 @@ class _Run:
     def drain_step(self):
         """One Sender pass: ready, drain both nodes, then answer every batch at once."""
         acc, tm, cluster = self.acc, self.tm, self.meta.cluster
-        ready = acc.ready(cluster, self.now)
-        drained = acc.drain(cluster, {0, 1}, 8192, self.now)
+        if self.combined:
+            ready, drained = acc.ready_drain(cluster, self.now, (), [1, 0], 8192)
+        else:
+            ready = acc.ready(cluster, self.now)
+            drained = acc.drain(cluster, {0, 1}, 8192, self.now)
         self.log.append((sorted(ready.ready_nodes), ready.next_ready_check_delay_ms,
                          {node: [_snapshot(b) for b in batches]
                           for node, batches in sorted(drained.items())}))
@@ -139,8 +143,8 @@ class _Run:
             self.drain_step()
 
 
-def _run(k, compression):
-    run = _Run(k, compression)
+def _run(k, compression, combined=False):
+    run = _Run(k, compression, combined)
     script, batch_rows = _script(), _batch_script()
     futures = run.send(script[:100])
     run.drain_step()
@@ -215,3 +219,20 @@ def test_null_keys_take_the_same_sticky_partitions(both):
             p.update_partition_info(seq[-1], 100, True)
         picks.append(seq)
     assert picks[0] == picks[1]
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_ready_drain_chooses_as_ready_then_drain(both, compression):
+    """The Sender's one-section choice (ready_drain) takes the same batches, with the same
+    sequences, as ready() then drain() of the ready nodes, on both twins."""
+    separate, _ = _run(both[0], compression)
+    for k in both:
+        combined, _ = _run(k, compression, combined=True)
+        assert [_drained(step) for step in combined.log] == \
+            [_drained(step) for step in separate.log]
+        assert combined.acked == separate.acked
+
+
+def _drained(step):
+    ready, delay, drained = step
+    return ready, delay, {node: batches for node, batches in drained.items() if batches}

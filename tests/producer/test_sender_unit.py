@@ -138,6 +138,33 @@ class FakeClient:
         req.callback(Response(body))
 
 
+class FakeNet:
+    """The SenderLoop's way to its client (kcore.network_poll's functions), on FakeClient's
+    Python API and the fake clock."""
+
+    def __init__(self, clock):
+        self.now_ms = clock
+
+    def poll(self, client, timeout_ms):
+        client.poll(timeout_ms)
+
+    def busy_nodes(self, client):
+        return client.busy_nodes()
+
+    def sendable_nodes(self, client, now):
+        return sorted(n for n in client.ready_nodes if client.ready(n, now))
+
+    def ready_delay(self, client, node):
+        return None  # not READY: the client's own ready() and connection_delay() decide
+
+    def produce_version(self, client, node):
+        return client.api_version(node, produce.API_KEY)
+
+    def send_request(self, client, node, api_key, version, body, expects_response, callback,
+                     timeout_ms):
+        client.send(node, api_key, version, body, expects_response, callback, timeout_ms)
+
+
 class Rig:
     def __init__(self, k, monkeypatch, idempotent=True, **configs):
         self.clock = Clock()
@@ -152,6 +179,7 @@ class Rig:
                                        **accumulator_settings(self.config))
         self.size = k.record_size_upper_bound(None, b"v", None)
         self.sender = sender_for(self.config, self.client, self.metadata, self.acc, self.tm, None)
+        self.sender.produce_loop.net = FakeNet(self.clock)
         self.calls = []
 
     def send(self, n=1, partition=0):

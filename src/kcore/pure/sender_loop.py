@@ -17,7 +17,7 @@ on_fail(batch, error) fails a batch that expired or cannot be sent.
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
 from kcore.pure import network_poll
-from kcore.shared.sender_loop import _fail_expired, _run_once, _send_producer_data
+from kcore.shared.sender_loop import _fail_expired, _run, _run_once, _send_producer_data
 from pyprod.errors import KafkaError, UnknownError
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
@@ -47,6 +47,11 @@ class SenderLoop:
         self.requests = self.batches = self.records_sent = 0
         self._queue_scan = self.wheel.add(now, QUEUE_SCAN)
         self._queue_scan_ms = now
+
+    def run(self, sender):
+        """The Sender's loop while sender._running: run_once, then sender.decide(now) when the
+        producer id needs a decision."""
+        _run(self, sender)
 
     def run_once(self, client, metadata, max_request_size):
         """One Sender loop (expiry, the produce step, the client's poll); None, or the time

@@ -298,6 +298,39 @@ def is_ready(client, node_id, now):
     return not update_due(client, now) and can_send(client, client._conns.get(node_id))
 
 
+def sendable_nodes(client, now):
+    """The nodes whose connection can take a request now: none while a metadata update is due
+    (it goes first, as in Java)."""
+    if update_due(client, now):
+        return []
+    return [node for node, conn in client._conns.items() if can_send(client, conn)]
+
+
+def ready_delay(client, node_id):
+    """For a READY connection, ms until it can take a request (0, or MAX_DELAY_MS while its
+    in-flight limit is reached: a response will wake poll); None if it is not READY."""
+    conn = client._conns.get(node_id)
+    if conn is None or conn.state != READY:
+        return None
+    return 0 if can_send(client, conn) else MAX_DELAY_MS
+
+
+def produce_version(client, node_id):
+    """The Produce version for node_id's connection, picked once per ApiVersions answer."""
+    conn = client._conns[node_id]
+    known = conn.produce_version  # (the api versions it was picked from, the version)
+    if known is None or known[0] is not conn.api_versions:
+        known = conn.produce_version = (conn.api_versions, client.api_version(node_id, 0))
+    return known[1]
+
+
+def send_request(client, node_id, api_key, version, body, expects_response, callback,
+                 timeout_ms):
+    """NetworkClient.send to a node known to be able to take it (sendable_nodes)."""
+    return enqueue(client, client._conns[node_id], api_key, version, body, expects_response,
+                   callback, timeout_ms, now_ms(), None)
+
+
 def busy_nodes(client):
     """The nodes with requests in flight."""
     return {node for node, conn in client._conns.items() if conn.in_flight}

@@ -1,18 +1,35 @@
 """The steps of the Sender's loop that the SenderLoop runs, the same in both implementations
-(see kcore/shared/__init__.py): the steady loop itself (Java's Sender.runOnce once a producer id
-is set), expiry at delivery_timeout_ms (Java's Sender.failBatch on expired batches) and the
-produce step (Java's Sender.sendProducerData: ready(), the ready nodes' connections, drain(),
-then one ProduceRequest per node). The client and the metadata are the producer's NetworkClient
-and Metadata; the loop reaches the client's connections through its network_poll functions
-(``loop.net``, the same implementation as the loop), and its Python methods only for what needs
-a decision: connecting, a refused authentication, the Produce version of a new connection."""
+(see kcore/shared/__init__.py): the loop itself (Java's Sender.run and runOnce once a producer
+id is set), expiry at delivery_timeout_ms (Java's Sender.failBatch on expired batches) and the
+produce step (Java's Sender.sendProducerData: ready(), and drain() of the ready nodes whose
+connections can take a request, chosen in one section without the GIL; the other ready nodes'
+connections; then one ProduceRequest per node). The client and the metadata are the
+producer's NetworkClient and Metadata. The loop reaches the client through ``loop.net``
+(kcore.network_poll, of the loop's implementation: its functions take the client first), and
+through its Python methods only for what needs a decision: a node to connect to, a refused
+authentication."""
 import logging
+import time
 
 from pyprod.errors import KafkaError, KafkaTimeoutError
 
 log = logging.getLogger("pyprod.sender")
 _PRODUCE = 0  # the Produce API key
 _QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
+
+
+def _run(loop, sender):
+    """The Sender's loop while it runs (Java's Sender.run): _run_once, and the producer id's
+    decisions through sender.decide(now). An error is logged; it never ends the I/O thread."""
+    client, metadata, max_request_size = sender.client, sender.metadata, sender.max_request_size
+    while sender._running:
+        try:
+            now = _run_once(loop, client, metadata, max_request_size)
+            if now is not None:
+                sender.decide(now)
+        except Exception:  # never let the I/O thread die silently
+            log.exception("Uncaught error in the pyprod sender thread")
+            time.sleep(0.01)
 
 
 def _run_once(loop, client, metadata, max_request_size):
@@ -54,28 +71,30 @@ def _send_producer_data(loop, client, metadata, max_request_size, now):
     net = loop.net
     cluster = metadata.cluster
     busy = net.busy_nodes(client)
-    result = accumulator.ready(cluster, now, busy)
+    sendable = net.sendable_nodes(client, now)
+    result, drained = accumulator.ready_drain(cluster, now, busy, sendable, max_request_size)
     if result.unknown_leader_topics:
         for topic in result.unknown_leader_topics:
             metadata.add_topic(topic)
         metadata.request_update()
-    ready = set()
     not_ready_timeout = float("inf")
     for node in result.ready_nodes:
-        if net.is_ready(client, node, now) or client.ready(node, now):  # (this connects)
-            ready.add(node)
+        if node in sendable:
             continue
-        refused = client.authentication_error(node)
-        if refused is not None:  # fail fast: waiting cannot help a refused authentication
-            for batch in accumulator.drain(cluster, {node}, max_request_size, now).get(node, ()):
-                loop.on_fail(batch, refused)
-        not_ready_timeout = min(not_ready_timeout, client.connection_delay(node, now))
+        delay = net.ready_delay(client, node)  # READY: busy, or metadata goes first
+        if delay is None:
+            client.ready(node, now)  # connects, once its reconnect backoff has passed
+            refused = client.authentication_error(node)
+            if refused is not None:  # fail fast: waiting cannot help a refused authentication
+                for batch in accumulator.drain(cluster, {node}, max_request_size, now).get(
+                        node, ()):
+                    loop.on_fail(batch, refused)
+            delay = client.connection_delay(node, now)
+        not_ready_timeout = min(not_ready_timeout, delay)
     timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
                   loop.next_deadline_delay(now))
-    if not ready:
-        return max(0, timeout)
     sent = False
-    for node, batches in accumulator.drain(cluster, ready, max_request_size, now, busy).items():
+    for node, batches in drained.items():
         if batches:
             if loop.guarantee_order:
                 for batch in batches:
@@ -86,18 +105,14 @@ def _send_producer_data(loop, client, metadata, max_request_size, now):
 
 
 def _send_produce_request(loop, client, node, batches, now):
-    conn = client._conns[node]
+    net = loop.net
     try:  # IncompatibleBrokerVersion: no Produce version in common (v3+ is needed)
-        known = conn.produce_version  # (the api versions it was picked from, the version)
-        if known is None or known[0] is not conn.api_versions:
-            known = conn.produce_version = (conn.api_versions, client.api_version(node, _PRODUCE))
-        version = known[1]
+        version = net.produce_version(client, node)
         body, on_response = loop.request(version, batches, now)
     except KafkaError as e:
         log.error("Cannot send to node %s: %s", node, e)
         for batch in batches:
             loop.on_fail(batch, e)
         return
-    net = loop.net
-    net.enqueue(client, conn, _PRODUCE, version, body, loop.acks != 0, on_response,
-                loop.request_timeout_ms, net.now_ms(), None)
+    net.send_request(client, node, _PRODUCE, version, body, loop.acks != 0, on_response,
+                     loop.request_timeout_ms)
