@@ -270,3 +270,12 @@ def test_broker_warm_up_runs_until_the_jit_settles(compare, monkeypatch):
     never = type("Remote", (), {"thread_cpu_s": lambda self: None})()
     compare.warm_broker(never, ["kafka-python"], ["100B"], 10)  # one pass, with confluent-kafka
     assert ran == [("confluent-kafka", "warmup", 100, 10)]
+
+
+def test_gil_floor_tiny_run(tmp_path, capsys):
+    gil_floor = _load("gil_floor")
+    assert gil_floor.main(["--rounds", "1", "--calls", "20000", "--out-dir", str(tmp_path)]) == 0
+    table = (tmp_path / "gil_floor.md").read_text()
+    assert table.count("\n| ") == 4 and "| 4 |" in table  # header and 1, 2, 4 threads
+    saved = json.loads((tmp_path / "gil_floor.json").read_text())
+    assert saved["ratio"]["1"] == 1.0 and set(saved["rates"]) == {"1", "2", "4"}
