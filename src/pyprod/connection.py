@@ -52,6 +52,21 @@ def decoded(what, fn, *args, **kwargs):
             what, type(e).__name__, e)) from e
 
 
+class _SslCalls:
+    """read(n, buffer) and write(data) through an SSLSocket's public methods, where it has no
+    _sslobj (another Python than CPython)."""
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def read(self, n, buffer):
+        return self._sock.recv_into(buffer, n)
+
+    def write(self, data):
+        return self._sock.send(data)
+
+
 def _drop_tracebacks(error):
     seen = set()
     while error is not None and id(error) not in seen:
@@ -125,6 +140,7 @@ class BrokerConnection:
         self.authenticator = None            # SaslClientAuthenticator while one runs
         self.reauth_at_ms = None             # KIP-368: authenticate again from then on
         self._tls_rbuf = None                # what the ssl object decrypts into (TLS)
+        self.tls = None                      # its read(n, buffer) and write(data) (TLS)
 
     def __repr__(self):
         return "<BrokerConnection node=%s %s:%s %s>" % (
@@ -214,6 +230,8 @@ class BrokerConnection:
                 self.sock, server_hostname=self.host, do_handshake_on_connect=False)
             if self._tls_rbuf is None:  # what the ssl object decrypts into
                 self._tls_rbuf = memoryview(bytearray(RECV_CHUNK))
+            # the ssl object's C half: read()/write() without ssl.py's Python wrappers
+            self.tls = getattr(self.sock, "_sslobj", None) or _SslCalls(self.sock)
         except (OSError, ValueError) as e:
             raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from e
         self._tls = True
@@ -263,6 +281,7 @@ class BrokerConnection:
         self.error = error
         self.connect_deadline_ms = MAX_DELAY_MS
         self._tls = False
+        self.tls = None
         self._ssl_retry = None
         self.authenticator = None
         self.reauth_at_ms = None

@@ -2,8 +2,8 @@
 producer id and its connection, a produce stream runs no Python bytecode in the Sender thread,
 but the completion step's: the user's callbacks, and the threading.Event that wakes a thread
 waiting on a future (flush(), get()). A profile hook on the Sender thread records every Python
-function it enters (compiled code enters none), on a real broker; what was produced is read
-back."""
+function it enters (compiled code enters none), on a real broker, plaintext and TLS; what was produced is
+read back."""
 import collections
 import contextlib
 import gc
@@ -13,7 +13,7 @@ import pytest
 
 import kcore
 from pyprod import KafkaProducer
-from pyprod.testing.readback import read_all_kafka_python
+from pyprod.testing.readback import read_all, read_all_kafka_python
 
 pytestmark = pytest.mark.skipif(not kcore.EXTENSIONS, reason="the compiled loop (kcore)")
 # threading: an Event.set() waking a thread that waits on a future; _weakrefset: weakref
@@ -33,7 +33,7 @@ def _no_cyclic_gc():
         gc.enable()
 
 
-def _profiled_producer(kafka, **settings):
+def _profiled_producer(**settings):
     """(producer, entered): entered counts the Python functions the Sender thread enters while
     entered['on'] is set."""
     entered = collections.Counter()
@@ -46,7 +46,7 @@ def _profiled_producer(kafka, **settings):
 
     threading.setprofile(hook)  # threads started from now on: the producer's Sender
     try:
-        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, **settings)
+        producer = KafkaProducer(**settings)
     finally:
         threading.setprofile(None)
     return producer, entered, state
@@ -66,7 +66,8 @@ def _warm(producer, name, partitions=3):
 ], ids=["defaults", "acks1-lz4", "acks0"])
 def test_a_steady_stream_runs_no_python_in_the_sender(kafka, topic, settings):
     name = topic(partitions=3)
-    producer, entered, state = _profiled_producer(kafka, **settings)
+    producer, entered, state = _profiled_producer(bootstrap_servers=kafka.bootstrap_servers,
+                                                  **settings)
     with producer:
         _warm(producer, name)
         with _no_cyclic_gc():
@@ -82,7 +83,8 @@ def test_a_steady_stream_runs_no_python_in_the_sender(kafka, topic, settings):
 
 def test_user_callbacks_are_all_it_runs(kafka, topic):
     name = topic(partitions=3)
-    producer, entered, state = _profiled_producer(kafka, acks=1)
+    producer, entered, state = _profiled_producer(bootstrap_servers=kafka.bootstrap_servers,
+                                                  acks=1)
     acked = []
 
     def on_ack(metadata):
@@ -98,3 +100,21 @@ def test_user_callbacks_are_all_it_runs(kafka, topic):
             state["on"] = False
     assert len(acked) == 5_000
     assert set(entered) == {("test_sender_steady_state.py", "on_ack")}, entered
+
+
+def test_over_tls_too(kafka_secure, topic):
+    """TLS: the ssl object's reads and writes are kcore.network_poll's too."""
+    name = topic(3, cluster=kafka_secure)
+    config = kafka_secure.client_config("SSL")
+    producer, entered, state = _profiled_producer(linger_ms=5, **config)
+    with producer:
+        _warm(producer, name)
+        with _no_cyclic_gc():
+            state["on"] = True
+            futures = [producer.send(name, b"v%d" % i + b"x" * 100) for i in range(20_000)]
+            producer.flush()
+            state["on"] = False
+        assert all(f.succeeded() for f in futures)
+    assert not entered, "the Sender thread ran Python: %s" % (entered.most_common(10),)
+    assert len(read_all(config["bootstrap_servers"], name, expected_count=20_003,
+                        security=config)) == 20_003

@@ -189,7 +189,7 @@ def ssl_send(conn, iov):
     """Bytes of iov the ssl object took. SSL_write takes a buffer whole or not at all, and a
     write it refused must be offered again unchanged: small buffers are joined, large ones go
     as they are (the encryption is their one copy)."""
-    sent, i, sock = 0, 0, conn.sock
+    sent, i, tls = 0, 0, conn.tls
     while i < len(iov):
         if conn._ssl_retry is not None:
             count, data = conn._ssl_retry
@@ -203,7 +203,7 @@ def ssl_send(conn, iov):
                 count += 1
             data = iov[i] if count == 1 else b"".join(iov[i:i + count])
         try:
-            n = sock.send(data)
+            n = tls.write(data)
         except _SSL_WANT:
             conn._ssl_retry = (count, data) if count > 1 else None
             if sent:
@@ -237,13 +237,14 @@ def conn_read(conn, now, max_reads=32):
 def tls_read(conn, frames, max_reads):
     """As Channel.read, through the ssl object: it hands out one TLS record per call, so read
     on until it would block."""
-    buf, sock, got = conn._tls_rbuf, conn.sock, 0
+    buf, tls, got = conn._tls_rbuf, conn.tls, 0
+    size = len(buf)
     for _ in range(max_reads):
         try:
-            n = sock.recv_into(buf)
+            n = tls.read(size, buf)
         except _SSL_WANT:
             break
-        except _SSL_CLOSED:
+        except _SSL_CLOSED:  # (SSLEOFError too: a ragged EOF is an EOF)
             return got, True
         except ssl.SSLError as e:
             raise conn._ssl_failure(e, "read") from e
