@@ -8,6 +8,7 @@ select_io releases it once: the poll and the attached channels' writes and reads
 nogil section.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.object cimport PyTypeObject, newfunc
 from cpython.ref cimport PyObject
 from libc.stdlib cimport free, realloc
 
@@ -20,7 +21,16 @@ __all__ = ["Selector", "send_buffers", "recv_into", "MAX_IOV"]
 MAX_IOV = 64
 cdef int _MAX_IOV = 64
 cdef size_t _NOGIL_WRITE = 16384
-_Key = selectors.SelectorKey
+# selectors.SelectorKey(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)):
+# made in C instead (modify() runs on each large write, on the Sender's loop)
+cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
+cdef type _Key = selectors.SelectorKey
+
+
+cdef object _key(fileobj, int fd, int events, data):
+    args = ((fileobj, fd, events, data),)
+    return _tuple_new(_Key, <PyObject*>args, NULL)
+
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 
 
@@ -65,7 +75,7 @@ cdef class Selector:
             raise ValueError("Invalid events: %r" % events)
         if fd in self._keys:
             raise KeyError("%r (FD %d) is already registered" % (fileobj, fd))
-        key = self._keys[fd] = _Key(fileobj, fd, events, data)
+        key = self._keys[fd] = _key(fileobj, fd, events, data)
         self._dirty = True
         return key
 
