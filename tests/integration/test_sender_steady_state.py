@@ -59,24 +59,32 @@ def _warm(producer, name, partitions=3):
     producer.flush()
 
 
+def _stream(n, **settings):
+    """n 100-byte records through a warmed, profiled producer into a fresh 3-partition topic
+    of settings' broker; asserts the Sender thread entered no Python function meanwhile.
+    Returns the topic."""
+    name = settings.pop("topic")
+    producer, entered, state = _profiled_producer(**settings)
+    with producer:
+        _warm(producer, name)
+        with _no_cyclic_gc():
+            state["on"] = True
+            futures = [producer.send(name, b"v%d" % i + b"x" * 100) for i in range(n)]
+            producer.flush()
+            state["on"] = False
+        assert all(f.succeeded() for f in futures)
+    assert not entered, "the Sender thread ran Python: %s" % (entered.most_common(10),)
+    return name
+
+
 @pytest.mark.parametrize("settings", [
     {},                                                   # idempotent, acks=all (defaults)
     {"acks": 1, "linger_ms": 5, "compression_type": "lz4"},
     {"acks": 0, "enable_idempotence": False},
 ], ids=["defaults", "acks1-lz4", "acks0"])
 def test_a_steady_stream_runs_no_python_in_the_sender(kafka, topic, settings):
-    name = topic(partitions=3)
-    producer, entered, state = _profiled_producer(bootstrap_servers=kafka.bootstrap_servers,
-                                                  **settings)
-    with producer:
-        _warm(producer, name)
-        with _no_cyclic_gc():
-            state["on"] = True
-            futures = [producer.send(name, b"v%d" % i + b"x" * 100) for i in range(30_000)]
-            producer.flush()
-            state["on"] = False
-        assert all(f.succeeded() for f in futures)
-    assert not entered, "the Sender thread ran Python: %s" % (entered.most_common(10),)
+    name = _stream(30_000, topic=topic(partitions=3), bootstrap_servers=kafka.bootstrap_servers,
+                   **settings)
     if settings.get("acks") != 0:
         assert len(read_all_kafka_python(kafka.bootstrap_servers, name)) == 30_003
 
@@ -104,17 +112,7 @@ def test_user_callbacks_are_all_it_runs(kafka, topic):
 
 def test_over_tls_too(kafka_secure, topic):
     """TLS: the ssl object's reads and writes are kcore.network_poll's too."""
-    name = topic(3, cluster=kafka_secure)
     config = kafka_secure.client_config("SSL")
-    producer, entered, state = _profiled_producer(linger_ms=5, **config)
-    with producer:
-        _warm(producer, name)
-        with _no_cyclic_gc():
-            state["on"] = True
-            futures = [producer.send(name, b"v%d" % i + b"x" * 100) for i in range(20_000)]
-            producer.flush()
-            state["on"] = False
-        assert all(f.succeeded() for f in futures)
-    assert not entered, "the Sender thread ran Python: %s" % (entered.most_common(10),)
+    name = _stream(20_000, topic=topic(3, cluster=kafka_secure), linger_ms=5, **config)
     assert len(read_all(config["bootstrap_servers"], name, expected_count=20_003,
                         security=config)) == 20_003
