@@ -9,6 +9,7 @@ All times are monotonic milliseconds (now_ms()).
 import threading
 import time
 
+from kcore import network_poll
 from pyprod import errors
 from pyprod.cluster import Cluster
 
@@ -100,13 +101,9 @@ class Metadata:
     # -- the Sender thread (NetworkClient) --
 
     def time_to_next_update(self, now):
-        """0 if an update is due now; else ms until expiry or the end of the refresh backoff."""
-        if self._need_update:
-            expire = 0
-        else:
-            expire = max(self._last_success_ms + self.max_age_ms - now, 0)
-        allow = max(self._last_refresh_ms + self.refresh_backoff_ms - now, 0)
-        return max(expire, allow)
+        """0 if an update is due now; else ms until expiry or the end of the refresh backoff
+        (kcore.network_poll's, which the Sender's loop reads without this call)."""
+        return network_poll.time_to_next_update(self, now)
 
     def metadata_request(self, now):
         """(topics, request_version) for the next MetadataRequest; drops expired topics."""

@@ -9,6 +9,7 @@ waits for the refresh backoff.
 """
 import logging
 
+from kcore import network_poll
 from pyprod import errors
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.connection import MAX_DELAY_MS, decoded
@@ -33,7 +34,7 @@ class MetadataUpdater:
         return self._fetch is not None
 
     def update_due(self, now):
-        return self._fetch is None and self.metadata.time_to_next_update(now) == 0
+        return network_poll.update_due(self.client, now)
 
     def maybe_update(self, now):
         """Send a MetadataRequest if one is due; returns ms until the next metadata action."""
