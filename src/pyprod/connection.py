@@ -134,13 +134,12 @@ class BrokerConnection:
                                 "node %s (%s:%s)" % (node_id, host, port))
         self._addrs = []
         self._ssl_context = ssl_context
-        self._tls = False                    # the socket is an SSLSocket
         self._hs_wants_write = False
         self._ssl_retry = None               # (views, joined bytes) of a TLS write to redo as is
         self.authenticator = None            # SaslClientAuthenticator while one runs
         self.reauth_at_ms = None             # KIP-368: authenticate again from then on
         self._tls_rbuf = None                # what the ssl object decrypts into (TLS)
-        self.tls = None                      # its read(n, buffer) and write(data) (TLS)
+        self.tls = None                      # TLS: the ssl object's read(n, buffer), write()
 
     def __repr__(self):
         return "<BrokerConnection node=%s %s:%s %s>" % (
@@ -234,7 +233,6 @@ class BrokerConnection:
             self.tls = getattr(self.sock, "_sslobj", None) or _SslCalls(self.sock)
         except (OSError, ValueError) as e:
             raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from e
-        self._tls = True
         self.state = HANDSHAKING
         self._hs_wants_write = True
 
@@ -280,7 +278,6 @@ class BrokerConnection:
             self.failed_attempts += 1
         self.error = error
         self.connect_deadline_ms = MAX_DELAY_MS
-        self._tls = False
         self.tls = None
         self._ssl_retry = None
         self.authenticator = None

@@ -26,7 +26,7 @@ class Conn:
         self.sock = sock
         self.sel_mask = 1
         self.last_activity_ms = 0
-        self._tls = False
+        self.tls = None
 
 
 class Client:

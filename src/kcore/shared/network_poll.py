@@ -164,9 +164,9 @@ def conn_write(conn, now):
     """BrokerConnection.write: write what the socket takes. Returns the requests now fully
     written that expect no response (they leave the FIFO). Raises KafkaConnectionError."""
     try:
-        tags = tls_write(conn) if conn._tls else conn.channel.write(conn.sock)
+        tags = tls_write(conn) if conn.tls is not None else conn.channel.write(conn.sock)
     except OSError as e:
-        if conn._tls:
+        if conn.tls is not None:
             raise conn._ssl_failure(e, "write") from e
         raise conn._send_failed(e) from None
     return written(conn, tags, now)
@@ -221,7 +221,7 @@ def conn_read(conn, now, max_reads=32):
     connection; frames that arrived before the error are still returned."""
     frames = []
     try:
-        if conn._tls:
+        if conn.tls is not None:
             got, eof = tls_read(conn, frames, max_reads)
         else:
             got, eof = conn.channel.read(conn.sock, frames, max_reads)
