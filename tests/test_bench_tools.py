@@ -278,4 +278,6 @@ def test_gil_floor_tiny_run(tmp_path, capsys):
     table = (tmp_path / "gil_floor.md").read_text()
     assert table.count("\n| ") == 4 and "| 4 |" in table  # header and 1, 2, 4 threads
     saved = json.loads((tmp_path / "gil_floor.json").read_text())
-    assert saved["ratio"]["1"] == 1.0 and set(saved["rates"]) == {"1", "2", "4"}
+    for condition in ("idle", "busy"):
+        floor = saved["conditions"][condition]
+        assert floor["ratio"]["1"] == 1.0 and set(floor["rates"]) == {"1", "2", "4"}
