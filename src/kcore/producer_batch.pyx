@@ -19,7 +19,6 @@ __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER"
 
 cdef enum:
     C_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # RECORD_OVERHEAD, for nogil code
-    SEAL_NOGIL_MIN = 32768                            # CRC shorter than this: keep the GIL
 
 cdef char* _FORMAT_B = "B"
 
@@ -275,11 +274,9 @@ cdef class ProducerBatch:
         cdef Py_ssize_t n
         if self.mem == NULL or b.codec != 0 or b.buf != self.mem or b.count == 0:
             return None
-        if b.pos >= SEAL_NOGIL_MIN:
-            with nogil:
-                n = b.seal()
-        else:
-            n = b.seal()
+        # The GIL is kept: a batch's CRC takes microseconds, and taking the GIL back from a
+        # caller thread in a send() loop can take the switch interval (5 ms).
+        n = b.seal()
         records = MemoryRecords.__new__(MemoryRecords)
         records.pool, records.mem, records.mem_size, records.size = \
             self.pool, self.mem, self.mem_size, n

@@ -87,6 +87,11 @@ cdef class RecordAccumulator:
     cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
                       const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
                       Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
+    # ready()'s scan, then drain()'s choice for the sendable ready nodes; how many nodes got one.
+    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
+                                  Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
+                                  bint draining, int32_t* ids, bint* busy_, PyObject* tm,
+                                  Py_ssize_t* idx) noexcept nogil
     cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
                          PyObject* tm) noexcept nogil
     cdef int _give_entries(self) except -1

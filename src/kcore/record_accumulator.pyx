@@ -35,6 +35,10 @@ __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
 # ReadyCheckResult(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)): made
 # in C instead, as kcore.future makes RecordMetadata
+# ready_drain lets the GIL go from this many queues on. A scan of fewer takes microseconds:
+# less than taking the GIL back from a caller thread in a send() loop (up to the switch interval).
+cdef enum:
+    _NOGIL_QUEUES = 512
 cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
 cdef type _ReadyCheckResult = ReadyCheckResult
 
@@ -293,18 +297,33 @@ cdef class RecordAccumulator:
 
     # -- the Sender thread ---------------------------------------------------------------------
     def ready(self, cluster, int64_t now, busy=()):
-        """Every queue looked at without the GIL (callers append meanwhile; queues they add
-        during the scan wait for the next call, as if added just after it)."""
+        """Every queue looked at, without the GIL from _NOGIL_QUEUES queues on (callers append
+        meanwhile; queues they add during the scan wait for the next call, as if added just
+        after it)."""
         return self.ready_drain(cluster, now, busy, None, 0)[0]
+
+    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
+                                  Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
+                                  bint draining, int32_t* ids, bint* busy_, PyObject* tm,
+                                  Py_ssize_t* idx) noexcept nogil:
+        cdef Py_ssize_t nids = 0
+        self._scan(n, now, nodes + n, nbusy, scan)
+        if draining:
+            nids = _sendable_ready(scan, nodes + n + nbusy, nsend, nodes + n, nbusy, ids, busy_)
+            if nids:
+                self._select(n, now, ids, busy_, nids, tm, idx, idx + n, idx + 2 * n)
+        return nids
 
     def ready_drain(self, cluster, int64_t now, busy, sendable, Py_ssize_t max_request_size):
         """(ready(), drain() of its ready nodes that are in sendable, in ascending order), both
-        choices in one section without the GIL; None for sendable: ready() alone."""
+        choices in one section (without the GIL from _NOGIL_QUEUES queues on); None for
+        sendable: ready() alone."""
         cdef ReadyScan scan
         cdef Py_ssize_t n, nbusy = len(busy), nsend = 0 if sendable is None else len(sendable)
         cdef Py_ssize_t i, nids = 0
         cdef TransactionManager tm = self.tm
         cdef bint draining = sendable is not None
+        cdef PyObject* tm_ = <PyObject*>tm if tm is not None else NULL
         self._refresh_leaders(cluster)
         if draining:
             self._give_entries()
@@ -324,14 +343,13 @@ cdef class RecordAccumulator:
                 for i, node in enumerate(sendable):
                     nodes[n + nbusy + i] = node
             scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
-            with nogil:
-                self._scan(n, now, nodes + n, nbusy, &scan)
-                if draining:
-                    nids = _sendable_ready(&scan, nodes + n + nbusy, nsend, nodes + n, nbusy,
-                                           ids, busy_)
-                    if nids:
-                        self._select(n, now, ids, busy_, nids, <PyObject*>tm if tm is not None
-                                     else NULL, idx, idx + n, idx + 2 * n)
+            if n >= _NOGIL_QUEUES:
+                with nogil:
+                    nids = self._ready_select(n, now, nodes, nbusy, nsend, &scan, draining,
+                                              ids, busy_, tm_, idx)
+            else:
+                nids = self._ready_select(n, now, nodes, nbusy, nsend, &scan, draining, ids,
+                                          busy_, tm_, idx)
             args = (({nodes[i] for i in range(scan.nready)},
                       float("inf") if scan.next_delay == INT64_MAX else scan.next_delay,
                       {(<PartitionQueue>self._queues[scan.unknown[i]]).tp[0]

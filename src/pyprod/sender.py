@@ -4,7 +4,7 @@ max_in_flight per connection), complete or retry batches, then poll for at most
 min(linger or backoff left, node delay, next expiry).
 
 The loop is kcore's SenderLoop.run: each pass is expiry, ready() and drain() (one section
-without the GIL for both choices), the requests, then the NetworkClient's poll
+for both choices, without the GIL for many queues), the requests, then the NetworkClient's poll
 (kcore.network_poll); it frames the requests, keeps the batches in flight and completes the
 acknowledged ones in C, once per response. A steady produce stream thus runs no Python bytecode
 in this thread but the user's callbacks (tests/integration/test_sender_steady_state.py). What

@@ -202,7 +202,7 @@ class RecordAccumulator:
 
     def ready_drain(self, cluster, now, busy, sendable, max_request_size):
         """(ready(), drain() of its ready nodes that are in sendable, in ascending order); the
-        compiled twin makes both choices in one section without the GIL."""
+        compiled twin makes both choices in one section, without the GIL for many queues."""
         result = self.ready(cluster, now, busy)
         nodes = sorted(n for n in result.ready_nodes if n in sendable)
         return result, self.drain(cluster, nodes, max_request_size, now, busy) if nodes else {}
