@@ -83,7 +83,8 @@ def measure(rounds: int, calls: int) -> dict:
 
 
 def markdown(r: dict) -> str:
-    lines = [f"# The GIL's floor for caller threads, {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}",
+    when = time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())
+    lines = [f"# The GIL's floor for caller threads, {when}",
              "", f"Command: `python bench/gil_floor.py --rounds {r['rounds']} --calls "
              f"{r['calls']}` ({os.cpu_count()} cores, Python "
              f"{sys.version.split()[0]}, switch interval {r['switch_interval_s'] * 1000:g} ms).",

@@ -4,8 +4,9 @@
 The GIL is the lock for the accumulator's Python state; a large record is copied without it
 only while its batch is marked ``appending`` (drain() leaves such a batch). Each partition's
 batches are a PartitionQueue (kcore.partition_queue), a C ring under its own mutex, so that
-ready() scans them all without the GIL while callers append, and drain() chooses its batches
+ready() can scan them all without the GIL while callers append, and drain() choose its batches
 the same way (the transaction manager's per-partition state is C, owned by the Sender thread).
+Both keep the GIL below _NOGIL_QUEUES queues, where the scan is shorter than taking it back.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.object cimport PyTypeObject, newfunc
@@ -33,12 +34,13 @@ include "shared/record_accumulator.py"  # ReadyCheckResult and the too-large err
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
-# ReadyCheckResult(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)): made
-# in C instead, as kcore.future makes RecordMetadata
-# ready_drain lets the GIL go from this many queues on. A scan of fewer takes microseconds:
-# less than taking the GIL back from a caller thread in a send() loop (up to the switch interval).
+# ready() and drain() let the GIL go from this many queues on. A scan of fewer takes
+# microseconds: less than taking the GIL back from a caller thread in a send() loop (up to the
+# switch interval).
 cdef enum:
     _NOGIL_QUEUES = 512
+# ReadyCheckResult(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)): made
+# in C instead, as kcore.future makes RecordMetadata
 cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
 cdef type _ReadyCheckResult = ReadyCheckResult
 
@@ -409,10 +411,11 @@ cdef class RecordAccumulator:
                 self.pool.nwaiters > 0 or self._closed or self._flushes > 0)
 
     def drain(self, cluster, nodes, max_request_size, int64_t now, busy=()):
-        """The queues are chosen without the GIL (callers append meanwhile), then their head
-        batches are sealed and given sequences under one hold of it."""
+        """The queues are chosen (without the GIL from _NOGIL_QUEUES queues on; callers append
+        meanwhile), then their head batches are sealed and given sequences under the GIL."""
         cdef Py_ssize_t n, nnodes = len(nodes), k
         cdef TransactionManager tm = self.tm
+        cdef PyObject* tm_ = <PyObject*>tm if tm is not None else NULL
         order = list(nodes)
         self._refresh_leaders(cluster)
         self._give_entries()
@@ -425,9 +428,11 @@ cdef class RecordAccumulator:
                 raise MemoryError()
             for k in range(nnodes):
                 ids[k], busy_[k] = order[k], order[k] in busy
-            with nogil:
-                self._select(n, now, ids, busy_, nnodes, <PyObject*>tm if tm is not None
-                             else NULL, idx, idx + n, idx + 2 * n)
+            if n >= _NOGIL_QUEUES:
+                with nogil:
+                    self._select(n, now, ids, busy_, nnodes, tm_, idx, idx + n, idx + 2 * n)
+            else:
+                self._select(n, now, ids, busy_, nnodes, tm_, idx, idx + n, idx + 2 * n)
             return self._take_picked(order, idx, n, max_request_size, now)
         finally:
             free(ids)

@@ -2,8 +2,8 @@
 producer id and its connection, a produce stream runs no Python bytecode in the Sender thread,
 but the completion step's: the user's callbacks, and the threading.Event that wakes a thread
 waiting on a future (flush(), get()). A profile hook on the Sender thread records every Python
-function it enters (compiled code enters none), on a real broker, plaintext and TLS; what was produced is
-read back."""
+function it enters (compiled code enters none), on a real broker, plaintext and TLS; what was
+produced is read back."""
 import collections
 import contextlib
 import gc

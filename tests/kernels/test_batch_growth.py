@@ -16,9 +16,9 @@ from test_record_accumulator import FakeMetadata, _drain_all, accumulator
 TS0 = 1_700_000_000_000
 
 
-def _paths(k, **configs):
+def _paths(k, metadata=None, **configs):
     cfg = config.build(**configs)
-    acc = accumulator(k, cfg, FakeMetadata())
+    acc = accumulator(k, cfg, metadata or FakeMetadata())
     sp = k.SendPath(acc, lambda *a: None, lambda: None, **send_settings(cfg))
     bp = k.BatchSendPath(sp, acc, lambda *a: None, lambda: None, **send_settings(cfg))
     return acc, sp, bp

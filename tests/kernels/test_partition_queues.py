@@ -1,7 +1,8 @@
 """The accumulator's per-partition queues and ready(), on both implementations: ready() follows
 leaders, muting, linger and backoff; caller threads append while another thread runs ready()
 and drain() as the Sender does (the compiled ready() and drain() scan the queues without the
-GIL); PartitionQueue keeps the deque API and its references, and the cycle collector sees them."""
+GIL from 512 queues on); PartitionQueue keeps the deque API and its references, and the cycle
+collector sees them."""
 import sys
 import threading
 
@@ -53,11 +54,15 @@ def test_backoff_holds_a_retry(k):
     assert acc.ready(FakeMetadata().cluster, now + 100).ready_nodes == {0}
 
 
-def test_callers_append_while_the_sender_scans(k):
+@pytest.mark.parametrize("partitions", [6, 600])  # the scans keep the GIL, or let it go
+def test_callers_append_while_the_sender_scans(k, partitions):
     """4 caller threads (send and send_batch) against a thread that loops ready() and drain():
     every record is drained once, in order per partition."""
-    acc, sp, bp = _paths(k, batch_size=1024, buffer_memory=1 << 20)
-    cluster, done, drained = FakeMetadata().cluster, threading.Event(), []
+    metadata = FakeMetadata(partitions)
+    acc, sp, bp = _paths(k, metadata, batch_size=1024, buffer_memory=4 << 20)
+    cluster, done, drained = metadata.cluster, threading.Event(), []
+    for part in range(4, partitions):  # a queue each
+        sp.send("t", b"x", partition=part)
 
     def sender():
         while True:

@@ -2,9 +2,9 @@
 (see kcore/shared/__init__.py): the loop itself (Java's Sender.run and runOnce once a producer
 id is set), expiry at delivery_timeout_ms (Java's Sender.failBatch on expired batches) and the
 produce step (Java's Sender.sendProducerData: ready(), and drain() of the ready nodes whose
-connections can take a request, chosen in one section (without the GIL for many queues); the other ready nodes'
-connections; then one ProduceRequest per node). The client and the metadata are the
-producer's NetworkClient and Metadata. The loop reaches the client through ``loop.net``
+connections can take a request, chosen in one section (without the GIL for many queues); the
+other ready nodes' connections; then one ProduceRequest per node). The client and the metadata
+are the producer's NetworkClient and Metadata. The loop reaches the client through ``loop.net``
 (kcore.network_poll, of the loop's implementation: its functions take the client first), and
 through its Python methods only for what needs a decision: a node to connect to, a refused
 authentication."""
