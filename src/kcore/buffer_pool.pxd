@@ -9,6 +9,7 @@
 # acquire_raw may block: call it without the GIL (threads that free memory may need it).
 from libc.stdint cimport int64_t, uint8_t
 
+from kcore.region_impl cimport kc_region
 from kcore.sync_impl cimport kc_cond_t, kc_mutex_t
 
 # acquire_raw results
@@ -48,6 +49,8 @@ cdef class BufferPool:
     cdef bp_waiter* tail
     cdef Py_ssize_t nwaiters
     cdef bint closed
+    cdef kc_region region            # where the memory comes from (malloc when it is full)
+    cdef bint region_ok
 
     # Block at most max_block_ms (without the GIL) for size bytes; FIFO-fair. BP_OK sets
     # out[0] to memory the caller owns until release_raw (a recycled slab when size equals
@@ -63,6 +66,8 @@ cdef class BufferPool:
     cdef bint _take_spare(self, Py_ssize_t size, uint8_t** mem) noexcept nogil
     cdef void _free_up(self, Py_ssize_t size) noexcept nogil
     cdef void _wake_head(self) noexcept nogil
+    cdef uint8_t* _raw_alloc(self, Py_ssize_t size) noexcept nogil
+    cdef void _raw_free(self, uint8_t* mem, Py_ssize_t size) noexcept nogil
 
 
 # A writable buffer of len == size handed out by BufferPool.allocate. It tracks buffer

@@ -15,6 +15,7 @@ from operator import index
 
 from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
 
+from kcore.region_impl cimport *
 from kcore.sync_impl cimport *
 
 cdef extern from "Python.h":
@@ -60,6 +61,10 @@ cdef class BufferPool:
         if kc_mutex_init(&self.lock) != 0:
             raise MemoryError("cannot create a mutex")
         self.lock_ok = True
+        # Twice the total: blocks are powers of two, so what is out always fits in address space
+        if kc_region_init(&self.region, <size_t>total_bytes * 2) != 0:
+            raise MemoryError("cannot create a mutex")
+        self.region_ok = True
 
     def __dealloc__(self):
         # No waiter can exist here (each holds a reference); outstanding raw memory is the
@@ -67,21 +72,34 @@ cdef class BufferPool:
         cdef Py_ssize_t i
         if self.free_list != NULL:
             for i in range(self.nfree):
-                free(self.free_list[i])
+                self._raw_free(self.free_list[i], self.slab_size)
             free(self.free_list)
         for i in range(self.nspare):
-            free(self.spare_mem[i])
+            self._raw_free(self.spare_mem[i], self.spare_size[i])
+        if self.region_ok:
+            kc_region_destroy(&self.region)
         if self.lock_ok:
             kc_mutex_destroy(&self.lock)
 
     # -- C level (lock held by the caller for the helpers) --------------------------------
+
+    cdef uint8_t* _raw_alloc(self, Py_ssize_t size) noexcept nogil:
+        # Fresh bytes for the accounting's nonpooled memory: from the region, else malloc.
+        cdef uint8_t* mem = kc_region_alloc(&self.region, <size_t>size)
+        if mem == NULL:
+            mem = <uint8_t*>malloc(size if size > 0 else 1)
+        return mem
+
+    cdef void _raw_free(self, uint8_t* mem, Py_ssize_t size) noexcept nogil:
+        if mem != NULL and not kc_region_free(&self.region, mem, <size_t>size):
+            free(mem)
 
     cdef void _free_up(self, Py_ssize_t size) noexcept nogil:
         # Java's freeUp: turn spares, then free slabs, into non-pooled memory until size is
         # covered.
         cdef Py_ssize_t i
         while self.nspare > 0 and self.nonpooled < size:
-            free(self.spare_mem[0])
+            self._raw_free(self.spare_mem[0], self.spare_size[0])
             self.nonpooled += self.spare_size[0]
             self.spare_bytes -= self.spare_size[0]
             self.nspare -= 1
@@ -90,7 +108,7 @@ cdef class BufferPool:
                 self.spare_size[i] = self.spare_size[i + 1]
         while self.nfree > 0 and self.nonpooled < size:
             self.nfree -= 1
-            free(self.free_list[self.nfree])
+            self._raw_free(self.free_list[self.nfree], self.slab_size)
             self.nonpooled += self.slab_size
 
     cdef bint _take_spare(self, Py_ssize_t size, uint8_t** mem) noexcept nogil:
@@ -131,7 +149,7 @@ cdef class BufferPool:
     cdef int _finish(self, uint8_t* mem, Py_ssize_t size, uint8_t** out) noexcept nogil:
         # Memory reserved (mem: a slab, or NULL for size fresh bytes): hand it out.
         if mem == NULL:
-            mem = <uint8_t*>malloc(size if size > 0 else 1)
+            mem = self._raw_alloc(size)
             if mem == NULL:
                 kc_mutex_lock(&self.lock)
                 self.nonpooled += size
@@ -265,7 +283,7 @@ cdef class BufferPool:
         if self.head != NULL:
             kc_cond_signal(&self.head.cond)
         kc_mutex_unlock(&self.lock)
-        free(mem)
+        self._raw_free(mem, size)
 
     # -- Python level ----------------------------------------------------------------------
 
@@ -379,6 +397,18 @@ cdef class BufferPool:
         return sizes
 
     @property
+    def region_bytes(self):
+        """Address space reserved for the pool's own memory (region_impl.h): twice
+        total_memory rounded up to a power of two; 0 without one (pools under 512 KiB, builds
+        with AddressSanitizer, Windows)."""
+        return kc_region_size(&self.region)
+
+    @property
+    def region_in_use(self):
+        """Bytes of that region handed out (blocks are powers of two, 4 KiB and up)."""
+        return kc_region_in_use(&self.region)
+
+    @property
     def waiters(self):
         """Number of callers blocked in allocate."""
         return self.nwaiters
@@ -427,4 +457,5 @@ cdef class PoolBuffer:
     def __dealloc__(self):
         # Dropped without deallocate: the memory is freed but, as in Java, not returned to
         # the pool's accounting.
-        free(self.data)
+        if self.pool is not None:
+            self.pool._raw_free(self.data, self.size)
