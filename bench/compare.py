@@ -115,6 +115,13 @@ def _keys(spec):
     return [b"key-%06d" % i for i in range(KEYS)] if spec["keyed"] else None
 
 
+def _gate(spec) -> None:
+    """Wait for spec's start_at (wall clock, s) if it has one: runs in several processes
+    start their timed sends together (bench/connections.py)."""
+    if spec.get("start_at"):
+        time.sleep(max(0.0, spec["start_at"] - time.time()))
+
+
 def _split(n: int, parts: int) -> list:
     return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
 
@@ -200,6 +207,7 @@ def _kafka_python_like(cls, spec, extra=None):
     for f in [p.send(topic, value, partition=i) for i in range(spec["partitions"])]:
         f.get(30)  # warm: metadata, connections, every partition's leader answering
     send, out = p.send, {}
+    _gate(spec)
     c0, t0 = _cpu(), time.perf_counter()
     if spec["rate"]:
         rec, now = LatencyRecorder(), time.perf_counter
@@ -279,6 +287,7 @@ def _run_confluent(spec):
                 full[0] += 1
                 poll(0.001)
     out = {}
+    _gate(spec)
     c0, t0 = _cpu(), time.perf_counter()
     if spec["rate"]:
         rec = LatencyRecorder()

@@ -281,3 +281,19 @@ def test_gil_floor_tiny_run(tmp_path, capsys):
     for condition in ("idle", "busy"):
         floor = saved["conditions"][condition]
         assert floor["ratio"]["1"] == 1.0 and set(floor["rates"]) == {"1", "2", "4"}
+
+
+def test_connections_tiny_real_run(kafka, tmp_path, monkeypatch, capsys):
+    """bench/connections.py: 1 and 2 producer processes per client on one topic each; every
+    record of both children lands (checked before the topic is deleted); one row per shape."""
+    connections = _load("connections")
+    monkeypatch.setattr(connections, "START_DELAY_S", 0.5)
+    assert connections.main(["--bootstrap-servers", kafka.bootstrap_servers, "--records",
+                             "2000", "--rounds", "1", "--out-dir", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "connections.json").read_text())
+    assert [(r["client"], r["producers"]) for r in saved["rows"]] == [
+        ("pyprod", 1), ("pyprod", 2), ("confluent-kafka", 1), ("confluent-kafka", 2)]
+    two = [r for r in saved["runs"] if r["producers"] == 2]
+    assert all(len(r["each_wall_s"]) == 2 and r["records"] == 2000 for r in two)
+    assert saved["rows"][0]["broker_cpu_s_per_m"] is None  # a broker given by address
+    assert "| pyprod | 2 |" in capsys.readouterr().out
