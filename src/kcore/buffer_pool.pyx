@@ -2,7 +2,8 @@
 
 total_bytes of memory: a free list of slab_bytes-sized blocks, a few spare buffers of larger
 sizes (a batch that grew gives its buffer back; the next one reuses it without fresh pages),
-plus a non-pooled remainder.
+plus a non-pooled remainder. The bytes come from the pool's own address range (region_impl.h),
+so what batches give back stays the pool's for the next one, whatever its size or thread.
 Callers that find too little memory wait in a FIFO queue (each on its own condition, without
 the GIL) for at most max_block_ms; only the first waiter takes memory as it is released.
 """
