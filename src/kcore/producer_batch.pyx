@@ -143,41 +143,51 @@ cdef class ProducerBatch:
         if type(self.payload) is MemoryRecords:
             (<MemoryRecords>self.payload).release()
 
-    cdef int grow(self, Py_ssize_t size) except -1:
-        cdef RecordBatchBuilder b = self.builder
+    cdef Py_ssize_t growth_size(self, Py_ssize_t size) noexcept:
         cdef Py_ssize_t written, cap
-        cdef uint8_t* mem = NULL
-        if self.closed or self.mem == NULL or b is None or self.release_deferred \
+        if self.closed or self.mem == NULL or self.builder is None or self.release_deferred \
                 or self.result.is_done:
             return 0
-        written = b.pos
+        written = self.builder.pos
         if written + size > self.max_size:
             return 0
         cap = self.mem_size * GROWTH
         if cap < written + size:
             cap = written + size
-        if cap > self.max_size:
-            cap = self.max_size
-        if self.pool._try_now(cap, &mem) != BP_OK:  # never waits: else the batch is full
+        return cap if cap < self.max_size else self.max_size
+
+    cdef int grow(self, Py_ssize_t size) except -1:
+        cdef Py_ssize_t cap = self.growth_size(size)
+        cdef uint8_t* mem = NULL
+        if cap == 0:
+            return 0
+        if self.pool._try_now(cap, &mem) != BP_OK:  # never waits: see grow_into
             cap = self.mem_size * 2 if self.mem_size * 2 < cap else cap  # a smaller step
-            if cap < written + size or self.pool._try_now(cap, &mem) != BP_OK:
+            if cap < self.builder.pos + size or self.pool._try_now(cap, &mem) != BP_OK:
                 return 0
-        if b.move_to(mem, cap) < 0:
+        return self.grow_into(mem, cap)
+
+    cdef int grow_into(self, uint8_t* mem, Py_ssize_t cap) except -1:
+        if cap <= self.mem_size or self.growth_size(0) == 0 or \
+                self.builder.move_to(mem, cap) < 0:
             self.pool.release_raw(mem, cap)
             return 0
         self.pool.release_raw(self.mem, self.mem_size)
         self.mem, self.mem_size = mem, cap
+        self.starved = False
         return 1
 
     cdef bint is_full_c(self) noexcept nogil:
-        return self.closed or self.builder is None or self.builder.pos >= self.batch_size
+        return self.closed or self.starved or self.builder is None or \
+            self.builder.pos >= self.batch_size
 
     def is_full(self):
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
         return self.is_full_c()
 
     cdef bint is_grown_c(self) noexcept nogil:
-        return self.closed or self.builder is None or self.builder.pos >= self.max_size
+        return self.closed or self.starved or self.builder is None or \
+            self.builder.pos >= self.max_size
 
     def is_grown(self):
         """Done growing: closed, or max_size bytes written (sendable to a busy node)."""
@@ -203,7 +213,10 @@ cdef class ProducerBatch:
         if rc != RBB_APPENDED:
             if rc != RBB_FULL:
                 raise ValueError("record cannot be encoded (error %d)" % rc)
-            self.closed = True
+            if self.growth_size(size):
+                self.starved = True  # sendable as if full; grows if room comes first
+            else:
+                self.closed = True
             return None
         self.size += size
         self.record_count += 1

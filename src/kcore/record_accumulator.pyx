@@ -237,7 +237,7 @@ cdef class RecordAccumulator:
         cdef const uint8_t* kp = NULL
         cdef const uint8_t* vp = NULL
         cdef const uint8_t* hp = NULL
-        cdef Py_ssize_t kl = -1, vl = -1, hl = 0, need
+        cdef Py_ssize_t kl = -1, vl = -1, hl = 0, need, got
         cdef ProducerBatch batch
         cdef FutureRecordMetadata future
         cdef uint8_t* mem = NULL
@@ -262,31 +262,51 @@ cdef class RecordAccumulator:
             flags[0] = APPEND_ABORTED
             return None
         # No room: take memory, waiting without the GIL only if the pool is short (letting the
-        # GIL go on every new batch hands it to the other caller threads), then retry.
+        # GIL go on every new batch hands it to the other caller threads), then retry. A wait
+        # is for the room the open batch needs to grow, if it can: under memory pressure
+        # batches keep growing (and requests stay full) rather than close small.
         need = max(self.batch_size, RBB_HEADER_SIZE + size)
-        rc = self.pool._try_now(need, &mem)
-        if rc != BP_OK:
-            with nogil:
-                rc = self.pool.acquire_raw(need, max_block_ms, &mem)
-        if rc != BP_OK:
-            _raise_pool(rc, need, max_block_ms)
-        if self._closed:
-            self.pool.release_raw(mem, need)
-            raise IllegalStateError("Producer closed while send in progress")
+        got = need
+        if dq.count:
+            got = min((<ProducerBatch>dq.last()).growth_size(size), self.pool.total_memory)
+        got = self._memory(need, max(need, got), max_block_ms, &mem)
         if dq.count:  # another thread may have made a batch while this one waited
             batch = dq.last()
+            if got > need and batch.mem_size < got and batch.growth_size(size):
+                batch.grow_into(mem, got)  # it owns mem now, or gave it back
+                mem = NULL
             was_full = batch.is_full_c()
             future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
                                     size)
             if future is not None:
-                self.pool.release_raw(mem, need)
+                if mem != NULL:
+                    self.pool.release_raw(mem, got)
                 if not was_full and batch.is_full_c():
                     flags[0] = APPEND_FULL
                 return future
-        batch = self._new_batch(dq, tp, mem, need)
+            if mem == NULL:  # it grew, and other threads filled it meanwhile
+                got = self._memory(need, need, max_block_ms, &mem)
+        batch = self._new_batch(dq, tp, mem, got)
         future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
         flags[0] = APPEND_NEW_BATCH | (APPEND_FULL if batch.is_full_c() else 0)
         return future
+
+    cdef Py_ssize_t _memory(self, Py_ssize_t need, Py_ssize_t wait_size, double max_block_ms,
+                            uint8_t** mem) except -1:
+        """need bytes at once if the pool has them, else wait_size after a wait without the
+        GIL; returns the size taken."""
+        cdef Py_ssize_t got = need
+        cdef int rc = self.pool._try_now(need, mem)
+        if rc != BP_OK:
+            got = wait_size
+            with nogil:
+                rc = self.pool.acquire_raw(got, max_block_ms, mem)
+        if rc != BP_OK:
+            _raise_pool(rc, got, max_block_ms)
+        if self._closed:
+            self.pool.release_raw(mem[0], got)
+            raise IllegalStateError("Producer closed while send in progress")
+        return got
 
     cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
                                   Py_ssize_t need):

@@ -171,7 +171,7 @@ def test_growth_only_with_free_memory(k):
         _send(sp, 1, start=i)
         i += 1
     first, second = dq
-    assert first.closed and 1024 < first.builder.size_in_bytes() <= 4096
+    assert first.is_full() and 1024 < first.builder.size_in_bytes() <= 4096  # may grow later
     assert acc.pool.available_memory == 0
     with pytest.raises(KafkaTimeoutError):  # the pool is empty: a third batch cannot start
         while True:
@@ -197,11 +197,38 @@ def test_growth_never_waits_behind_a_waiter(k):
         while True:
             assert acc.append(dq[0].topic_partition, TS0, None, b"v" * 100, None, -1,
                               k.record_size_upper_bound(None, b"v" * 100, None), 0, 0)[0]
-    assert batch.closed and batch.builder.size_in_bytes() <= 1024 and len(dq) == 1
+    assert batch.is_full() and batch.builder.size_in_bytes() <= 1024 and len(dq) == 1
     acc.abort_incomplete(KafkaError("aborted"), close=False)  # frees the batch's slab
     waiter.join()
     pool.deallocate(got[0])
     assert pool.available_memory == 8192 and pool.waiters == 0
+
+
+def test_a_wait_for_memory_is_for_the_room_to_grow(k):
+    """A caller that must wait for memory waits for the room its open batch needs to grow,
+    not for a new batch_size one: once the memory comes, the batch grows where it is and
+    takes the record (under memory pressure batches do not stay small)."""
+    acc, sp, _ = _paths(k, batch_size=1024, batch_max_size=8192, buffer_memory=16384)
+    pool, dq = acc.pool, acc.topic_info("t").deques[0]
+    i = 0
+    while not len(dq) or dq[0].builder.size_in_bytes() < 3900:  # grown once, to 4 KiB
+        _send(sp, 1, start=i)
+        i += 1
+    held = pool.allocate(pool.available_memory - 512, 0)  # too little left for a new batch
+    batch = dq[0]
+    sender = threading.Thread(target=lambda: _send(sp, 5, start=i))
+    sender.start()
+    while pool.waiters == 0:
+        time.sleep(0.001)
+    assert batch.is_full() and not batch.closed and len(dq) == 1  # sendable meanwhile
+    pool.deallocate(held)
+    sender.join(10)
+    assert not sender.is_alive()
+    assert len(dq) == 1 and batch.builder.size_in_bytes() > 4096 and not batch.is_grown()
+    batches = _drain_all(acc)
+    assert _values(batches) == [b"%06d" % j + b"v" * 100 for j in range(i + 5)]
+    _complete(acc, batches)
+    assert pool.available_memory == 16384
 
 
 @pytest.mark.parametrize("compression", [None, "gzip"])

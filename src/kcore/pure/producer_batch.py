@@ -42,7 +42,7 @@ class ProducerBatch:
     __slots__ = ("topic_partition", "builder", "result", "created_ms", "last_attempt_ms",
                  "attempts", "record_count", "size", "memory", "payload", "base_sequence", "closed",
                  "sequence_epoch", "drained_ms", "appending", "segments", "batch_size",
-                 "max_size", "pool")
+                 "max_size", "pool", "starved")
 
     def __init__(self, topic_partition, batch_size, compression, now_ms, max_size=None):
         self.topic_partition = topic_partition
@@ -61,6 +61,7 @@ class ProducerBatch:
         self.base_sequence = -1
         self.sequence_epoch = None  # (producer id, epoch) the sequence was given under
         self.closed = False
+        self.starved = False  # a record did not fit and the pool had no room to grow
         self.drained_ms = None
         self.appending = False  # a writer (a large append, send_batch) is filling it
         self.segments = None  # send_batch records in it: [(future, ordinal, rank, count)]
@@ -75,17 +76,40 @@ class ProducerBatch:
         if memory is not None:
             self.pool.deallocate(memory)
 
+    def growth_size(self, size):
+        """The buffer size a record of size bytes asks to grow to (GROWTH times, at least
+        enough, capped at max_size); 0 if the batch cannot grow to take it."""
+        builder, memory = self.builder, self.memory
+        if self.closed or memory is None or builder is None or self.result.is_done:
+            return 0
+        written = builder.size_in_bytes()
+        if written + size > self.max_size:
+            return 0
+        return min(max(GROWTH * len(memory), written + size), self.max_size)
+
+    def grow_into(self, bigger):
+        """Move into bigger (memory from the pool, waited for by the caller): True, or False
+        when the batch can no longer grow (bigger is given back)."""
+        with _MEMORY_LOCK:
+            memory = self.memory
+            if memory is None or len(bigger) <= len(memory) or not self.growth_size(0):
+                self.pool.deallocate(bigger)
+                return False
+            self.memory = bigger
+            self.pool.deallocate(memory)
+        self.builder.raise_max_size(len(bigger))
+        self.starved = False
+        return True
+
     def grow(self, size):
         """A record of at most size bytes did not fit: take a bigger buffer from the pool
         (GROWTH times its size, else twice, capped at max_size) without waiting. True if it
         did (the record fits now)."""
         builder, memory = self.builder, self.memory
-        if self.closed or memory is None or builder is None or self.result.is_done:
+        cap = self.growth_size(size)
+        if not cap:
             return False
         written = builder.size_in_bytes()
-        if written + size > self.max_size:
-            return False
-        cap = min(max(GROWTH * len(memory), written + size), self.max_size)
         with _MEMORY_LOCK:
             if self.memory is not memory:  # given back meanwhile
                 return False
@@ -98,16 +122,17 @@ class ProducerBatch:
             self.memory = bigger
             self.pool.deallocate(memory)
         builder.raise_max_size(cap)
+        self.starved = False
         return True
 
     def is_full(self):
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
-        return self.closed or self.builder is None or \
+        return self.closed or self.starved or self.builder is None or \
             self.builder.size_in_bytes() >= self.batch_size
 
     def is_grown(self):
         """Done growing: closed, or max_size bytes written (sendable to a busy node)."""
-        return self.closed or self.builder is None or \
+        return self.closed or self.starved or self.builder is None or \
             self.builder.size_in_bytes() >= self.max_size
 
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):

@@ -126,19 +126,35 @@ class RecordAccumulator:
                 return future, became_full, False, False
         if abort_on_new_batch:
             return None, False, False, True
-        # No room: take memory (may block, without the accumulator lock), then retry.
-        memory = self.pool.allocate(max(self.batch_size, BATCH_HEADER + size), max_block_ms)
-        try:
+        # No room: take memory (may block, without the accumulator lock), then retry. A wait
+        # is for the room the open batch needs to grow, if it can (as the compiled twin).
+        need = max(self.batch_size, BATCH_HEADER + size)
+        memory = self.pool.try_allocate(need)
+        if memory is None:
             with self._lock:
-                if self._closed:
-                    raise IllegalStateError("Producer closed while send in progress")
-                future, became_full = self._try_append(dq, timestamp_ms, key, value, headers,
-                                                       header_size, size)
-                if future is not None:
-                    return future, became_full, False, False
-                batch, memory = self._new_batch(dq, tp, memory), None
-                future = batch.try_append(timestamp_ms, key, value, headers, header_size, size)
-                return future, batch.is_full(), True, False
+                grow_to = min(dq[-1].growth_size(size), self.pool.total_memory) if dq else 0
+            memory = self.pool.allocate(max(need, grow_to), max_block_ms)
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        raise IllegalStateError("Producer closed while send in progress")
+                    if dq and len(memory) > need and dq[-1].growth_size(size) and \
+                            len(dq[-1].memory) < len(memory):
+                        dq[-1].grow_into(memory)  # it owns memory now, or gave it back
+                        memory = None
+                    future, became_full = self._try_append(dq, timestamp_ms, key, value,
+                                                           headers, header_size, size)
+                    if future is not None:
+                        return future, became_full, False, False
+                    if memory is not None:
+                        batch, memory = self._new_batch(dq, tp, memory), None
+                        future = batch.try_append(timestamp_ms, key, value, headers,
+                                                  header_size, size)
+                        return future, batch.is_full(), True, False
+                    memory = self.pool.try_allocate(need)  # it grew; others filled it
+                if memory is None:
+                    memory = self.pool.allocate(need, max_block_ms)
         finally:
             if memory is not None:
                 self.pool.deallocate(memory)
@@ -161,7 +177,10 @@ class RecordAccumulator:
         was_full = last.is_full()
         future = last.try_append(timestamp_ms, key, value, headers, header_size, size)
         if future is None:
-            last.close()
+            if last.growth_size(size):
+                last.starved = True  # sendable as if full; grows if room comes first
+            else:
+                last.close()
             return None, False
         return future, not was_full and last.is_full()
 
