@@ -272,7 +272,7 @@ cdef class RecordAccumulator:
         got = self._memory(need, max(need, got), max_block_ms, &mem)
         if dq.count:  # another thread may have made a batch while this one waited
             batch = dq.last()
-            if got > need and batch.mem_size < got and batch.growth_size(size):
+            if got > need and batch.growth_size(size):
                 batch.grow_into(mem, got)  # it owns mem now, or gave it back
                 mem = NULL
             was_full = batch.is_full_c()

@@ -30,7 +30,7 @@
 #endif
 
 #define KC_REGION_MIN_SHIFT 12   /* 4 KiB: the smallest block */
-#define KC_REGION_MIN_SIZE (1u << 20)  /* smaller pools use malloc alone */
+#define KC_REGION_MIN_SIZE (1u << 20)  /* least address space: smaller pools use malloc */
 #define KC_REGION_MAX_SHIFT 36   /* 64 GiB of address space at most */
 
 typedef struct {

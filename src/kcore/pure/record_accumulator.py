@@ -139,8 +139,7 @@ class RecordAccumulator:
                 with self._lock:
                     if self._closed:
                         raise IllegalStateError("Producer closed while send in progress")
-                    if dq and len(memory) > need and dq[-1].growth_size(size) and \
-                            len(dq[-1].memory) < len(memory):
+                    if dq and len(memory) > need and dq[-1].growth_size(size):
                         dq[-1].grow_into(memory)  # it owns memory now, or gave it back
                         memory = None
                     future, became_full = self._try_append(dq, timestamp_ms, key, value,
