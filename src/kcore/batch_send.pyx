@@ -14,7 +14,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner, partition_for_key
@@ -45,6 +45,7 @@ cdef enum:
     WALK_AFTER = 4        # after the record: its batch became sendable (stop_full) and/or
                           # the sticky partition is due to change (stop_switch)
     WALK_ERROR = 5        # the builder refused a record (stop_rc)
+    WALK_WIDEN = 6        # the sticky partition (another thread's) is past the call's slots
 
 cdef uint8_t _empty[1]
 
@@ -391,7 +392,8 @@ cdef class _Call:
     cdef int64_t* stamps         # -1: now; NULL: all now
     cdef int64_t now
     cdef Slot* slots
-    cdef int nparts
+    cdef int nparts              # slots (grown when the topic grows under the call)
+    cdef int key_parts           # the partition count keys are placed by (the call's first)
     cdef Py_ssize_t n, i, appended
     cdef Py_ssize_t limit
     cdef bint rolled             # the sticky partition's batch filled since it was chosen
@@ -443,10 +445,15 @@ cdef class _Call:
             self.chunk_mem[which] = chunks
             cur.chunks, cur.nchunks = chunks, m
             self.keep.append(chunks_list)
+            j = 0
             for k, chunk in enumerate(chunks_list):
                 _arrow_binary(pa, chunk, &chunks[k], name)
+                j += chunks[k].length
+            if j != self.n:  # the walk reads n records
+                raise ValueError("%s has %d entries in its chunks, %d expected" % (name, j,
+                                                                                  self.n))
             return 0
-        m = len(obj)
+        m = self.n  # the walk reads n records: every path below checks the column has n
         chunks = <BinChunk*>calloc(1, sizeof(BinChunk) + max(m, 1) * (sizeof(uint8_t*) +
                                                                    sizeof(Py_ssize_t)))
         if chunks == NULL:
@@ -458,7 +465,7 @@ cdef class _Call:
         # sequence holding them; anything else goes through _binary_rows.
         rows = _held_bytes(obj, ptrs, lens, m) if serializer is None else None
         if rows is None:
-            rows = _binary_rows(obj, name, serializer, topic, hrows)
+            rows = _binary_rows(obj, name, serializer, topic, hrows, m)
             for j in range(m):
                 item = rows[j]
                 if item is None:
@@ -571,7 +578,7 @@ cdef class _Call:
         if pa is not None:
             self.stamps = _int_column(pa, obj, n, "timestamps", True, &top)
             return 0
-        rows = _int_rows(obj, "timestamps", "timestamps")
+        rows = _int_rows(obj, "timestamps", "timestamps", n)
         self.stamps = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
         if self.stamps == NULL:
             raise MemoryError()
@@ -592,7 +599,7 @@ cdef class _Call:
                 self.placed.parts[j] = <int32_t>col[j]
             free(col)
             return top
-        rows = _int_rows(obj, "partitions", "partitions")
+        rows = _int_rows(obj, "partitions", "partitions", n)
         for j in range(n):
             v = rows[j]
             if v is not None:
@@ -638,10 +645,18 @@ cdef class _Call:
             sticky = False
             if part < 0:
                 if kl >= 0:
-                    part = partition_for_key(kp, kl, self.nparts)
+                    part = partition_for_key(kp, kl, self.key_parts)
                 else:
+                    # Read without the GIL: another thread may switch it, to a partition
+                    # the topic gained after this call sized its slots (a hint: checked).
                     part = self.partitioner.sticky
                     sticky = True
+                    if part >= self.nparts:
+                        self.values.ci, self.values.pos = vci, vpos
+                        self.keys.ci, self.keys.pos = kci, kpos
+                        self.i = i
+                        self.stop_part = part
+                        return WALK_WIDEN
             slot = &self.slots[part] if part >= 0 else NULL
             if slot == NULL or slot.batch == NULL:
                 self.values.ci, self.values.pos = vci, vpos
@@ -700,6 +715,8 @@ cdef class _Call:
                 part = self.stop_part
                 if st == WALK_NO_STICKY:
                     self.partitioner._sticky_partition()
+                elif st == WALK_WIDEN:
+                    self._widen(part)
                 elif st == WALK_NO_BATCH:
                     self._take(part, self.stop_size)
                 elif st == WALK_FULL:
@@ -726,9 +743,7 @@ cdef class _Call:
                                     "and will still be delivered"
                                     % (e, self.appended, self.n)) from e
         finally:
-            for part in range(self.nparts):
-                if self.slots[part].batch != NULL:
-                    self._release(part)
+            self._release_all()
             self.path.wakeup()
         self.future._add_pending(self.appended - self.n)  # see send()
         for j in range(self.ntoo_large):
@@ -761,9 +776,7 @@ cdef class _Call:
             need = max(acc.batch_size, RBB_HEADER_SIZE + size)
             rc = pool._try_now(need, &mem)
             if rc == BP_WOULD_BLOCK:  # let go of the other batches, then wait for memory
-                for other in range(self.nparts):
-                    if self.slots[other].batch != NULL:
-                        self._release(other)
+                self._release_all()
                 max_block_ms = self.path.max_block_ms
                 with nogil:
                     rc = pool.acquire_raw(need, max_block_ms, &mem)
@@ -788,6 +801,34 @@ cdef class _Call:
         slot.full_at, slot.let_go = batch.batch_size, not batch.is_full_c()
         if new:
             self.path.wakeup()
+        return 0
+
+    cdef int _widen(self, int part) except -1:
+        """Slots for the topic's partitions now (another thread's metadata update grew it)."""
+        cdef int n = self.info.num_partitions
+        cdef Slot* grown
+        if n > self.nparts:
+            grown = <Slot*>realloc(self.slots, n * sizeof(Slot))
+            if grown == NULL:
+                raise MemoryError()
+            memset(grown + self.nparts, 0, (n - self.nparts) * sizeof(Slot))
+            self.slots, self.nparts = grown, n
+        if part >= self.nparts:  # not a partition of the topic as this thread knows it
+            self.partitioner._switch_from(part)
+        return 0
+
+    cdef int _release_all(self) except -1:
+        """Let go of every held batch, each even if another one raises (the first error)."""
+        cdef int part
+        error = None
+        for part in range(self.nparts):
+            if self.slots[part].batch != NULL:
+                try:
+                    self._release(part)
+                except BaseException as e:
+                    error = e if error is None else error
+        if error is not None:
+            raise error
         return 0
 
     cdef int _roll(self, int part) except -1:
@@ -851,7 +892,7 @@ cdef class BatchSendPath:
         if headers is not None:
             call._headers(headers, n)
             if _arrow(headers) is None:
-                hrows = _header_rows(headers)
+                hrows = _header_rows(headers, n)
                 call._py_headers(hrows)
         if hrows is None:
             hrows = _NoHeaders()
@@ -867,7 +908,7 @@ cdef class BatchSendPath:
         call.future = future
         if n:
             call.info = self._topic(topic, top)
-            call.nparts = call.info.num_partitions
+            call.nparts = call.key_parts = call.info.num_partitions
             call.partitioner = call.info.partitioner
             call.slots = <Slot*>calloc(call.nparts, sizeof(Slot))
             if call.slots == NULL:

@@ -51,6 +51,8 @@ cdef class BufferPool:
     cdef bint closed
     cdef kc_region region            # where the memory comes from (malloc when it is full)
     cdef bint region_ok
+    cdef int fork_gen                # kc_fork_generation() when made: a forked child's copy
+                                     # never locks (a parent's thread may have held the lock)
 
     # Block at most max_block_ms (without the GIL) for size bytes; FIFO-fair. BP_OK sets
     # out[0] to memory the caller owns until release_raw (a recycled slab when size equals
@@ -60,6 +62,7 @@ cdef class BufferPool:
     cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil
     cdef int _acquire(self, Py_ssize_t size, double max_block_ms, uint8_t** out,
                       bint interruptible) noexcept nogil
+    cdef bint _forked(self) noexcept nogil
     cdef int _try_now(self, Py_ssize_t size, uint8_t** out) noexcept nogil
     cdef int _finish(self, uint8_t* mem, Py_ssize_t size, uint8_t** out) noexcept nogil
     cdef bint _take_now(self, Py_ssize_t size, uint8_t** slab) noexcept nogil

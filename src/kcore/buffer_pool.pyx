@@ -19,6 +19,10 @@ from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutE
 from kcore.region_impl cimport *
 from kcore.sync_impl cimport *
 
+cdef extern from "clock_impl.h" nogil:
+    void kc_install_fork_hook()
+    int kc_fork_generation()
+
 cdef extern from "Python.h":
     # Declared without an exception spec: the error stays set and is re-raised by _reraise.
     int _check_signals "PyErr_CheckSignals" ()
@@ -54,6 +58,8 @@ cdef class BufferPool:
             raise ValueError("slab_bytes must be >= 1, got %d" % slab_bytes)
         self.total_memory = total_bytes
         self.slab_size = slab_bytes
+        kc_install_fork_hook()
+        self.fork_gen = kc_fork_generation()
         self.nonpooled = total_bytes
         self.free_cap = min(total_bytes // slab_bytes, 64)
         self.free_list = <uint8_t**>malloc(max(self.free_cap, 1) * sizeof(uint8_t*))
@@ -79,7 +85,7 @@ cdef class BufferPool:
             self._raw_free(self.spare_mem[i], self.spare_size[i])
         if self.region_ok:
             kc_region_destroy(&self.region)
-        if self.lock_ok:
+        if self.lock_ok and not self._forked():
             kc_mutex_destroy(&self.lock)
 
     # -- C level (lock held by the caller for the helpers) --------------------------------
@@ -160,6 +166,9 @@ cdef class BufferPool:
         out[0] = mem
         return BP_OK
 
+    cdef bint _forked(self) noexcept nogil:
+        return self.fork_gen != kc_fork_generation()
+
     cdef int _try_now(self, Py_ssize_t size, uint8_t** out) noexcept nogil:
         # Non-blocking attempt (no waiters queued and enough memory); cheap with the GIL held.
         cdef uint8_t* mem = NULL
@@ -167,6 +176,8 @@ cdef class BufferPool:
         out[0] = NULL
         if size < 0 or size > self.total_memory:
             return BP_TOO_LARGE
+        if self._forked():
+            return BP_CLOSED
         kc_mutex_lock(&self.lock)
         if self.closed:
             rc = BP_CLOSED
@@ -261,6 +272,8 @@ cdef class BufferPool:
     cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil:
         cdef Py_ssize_t cap
         cdef uint8_t** grown
+        if self._forked():  # the lock may be held by a thread of the parent's: keep it out
+            return
         kc_mutex_lock(&self.lock)
         if size == self.slab_size and self.nfree == self.free_cap:
             cap = min(self.free_cap * 2, self.total_memory // self.slab_size)
@@ -363,6 +376,9 @@ cdef class BufferPool:
     def close(self):
         """Fail current and future allocations with IllegalStateError (deallocate still works)."""
         cdef bp_waiter* w
+        if self._forked():
+            self.closed = True
+            return
         with nogil:
             kc_mutex_lock(&self.lock)
             self.closed = True
@@ -375,6 +391,8 @@ cdef class BufferPool:
     @property
     def available_memory(self):
         """Free bytes, pooled slabs included."""
+        if self._forked():  # no other thread here: read as the parent left it
+            return self.nonpooled + self.nfree * self.slab_size + self.spare_bytes
         kc_mutex_lock(&self.lock)
         n = self.nonpooled + self.nfree * self.slab_size + self.spare_bytes
         kc_mutex_unlock(&self.lock)
@@ -392,6 +410,8 @@ cdef class BufferPool:
     @property
     def spare_buffers(self):
         """Sizes of the free larger buffers kept for reuse, oldest first."""
+        if self._forked():
+            return [self.spare_size[i] for i in range(self.nspare)]
         kc_mutex_lock(&self.lock)
         sizes = [self.spare_size[i] for i in range(self.nspare)]
         kc_mutex_unlock(&self.lock)

@@ -49,15 +49,18 @@ cdef class ProducerBatch:
     cdef void release_memory(self) noexcept
     cdef object _seal_in_place(self)
     # The buffer size a record of size bytes asks to grow to (GROWTH times, at least enough,
-    # capped at max_size); 0 if the batch cannot grow to take it (closed, or max_size).
+    # capped at max_size); 0 if the batch cannot grow to take it (closed, max_size, or
+    # ``appending``: another thread's writer holds it).
     cdef Py_ssize_t growth_size(self, Py_ssize_t size) noexcept
-    # A record of at most size bytes did not fit: move to a bigger slab from the pool (GROWTH
-    # times, else twice, capped at max_size) without waiting. 1 if it did (the record fits
-    # now), else 0.
+    cdef Py_ssize_t _growth(self, Py_ssize_t size) noexcept   # growth_size for its writer
+    # The writer (its own append, or the send_batch call that set ``appending``): a record of
+    # at most size bytes did not fit: move to a bigger slab from the pool (GROWTH times, else
+    # twice, capped at max_size) without waiting. 1 if it did (the record fits now), else 0.
     cdef int grow(self, Py_ssize_t size) except -1
-    # Move into mem (cap bytes from the pool, waited for by the caller): 1, or 0 when the
-    # batch can no longer grow (mem is given back).
+    # Another caller: move into mem (cap bytes from the pool, waited for by the caller): 1, or
+    # 0 when the batch can no longer grow or is ``appending`` (mem is given back).
     cdef int grow_into(self, uint8_t* mem, Py_ssize_t cap) except -1
+    cdef int _move_into(self, uint8_t* mem, Py_ssize_t cap) except -1
     # Closed, or batch_size bytes written (sendable; it may still grow while open).
     cdef bint is_full_c(self) noexcept nogil
     # Closed, or max_size bytes written: done growing (sendable to a node already busy).

@@ -113,6 +113,9 @@ cdef int _append(ProducerBatch b, int64_t ts, const uint8_t* key, Py_ssize_t kle
     return b.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
 
 
+# no_gc_clear: the cycle collector must not set ``pool`` to None before __dealloc__ gives the
+# memory back through it (a batch in a cycle with a user callback, collected undrained).
+@cython.no_gc_clear
 cdef class ProducerBatch:
     def __init__(self, topic_partition, Py_ssize_t batch_size, compression, int64_t now_ms,
                  max_size=None):
@@ -144,6 +147,11 @@ cdef class ProducerBatch:
             (<MemoryRecords>self.payload).release()
 
     cdef Py_ssize_t growth_size(self, Py_ssize_t size) noexcept:
+        if self.appending:  # its writer may be copying into the memory without the GIL
+            return 0
+        return self._growth(size)
+
+    cdef Py_ssize_t _growth(self, Py_ssize_t size) noexcept:
         cdef Py_ssize_t written, cap
         if self.closed or self.mem == NULL or self.builder is None or self.release_deferred \
                 or self.result.is_done:
@@ -157,7 +165,7 @@ cdef class ProducerBatch:
         return cap if cap < self.max_size else self.max_size
 
     cdef int grow(self, Py_ssize_t size) except -1:
-        cdef Py_ssize_t cap = self.growth_size(size)
+        cdef Py_ssize_t cap = self._growth(size)
         cdef uint8_t* mem = NULL
         if cap == 0:
             return 0
@@ -165,10 +173,16 @@ cdef class ProducerBatch:
             cap = self.mem_size * 2 if self.mem_size * 2 < cap else cap  # a smaller step
             if cap < self.builder.pos + size or self.pool._try_now(cap, &mem) != BP_OK:
                 return 0
-        return self.grow_into(mem, cap)
+        return self._move_into(mem, cap)
 
     cdef int grow_into(self, uint8_t* mem, Py_ssize_t cap) except -1:
-        if cap <= self.mem_size or self.growth_size(0) == 0 or \
+        if self.appending:  # another thread's writer holds it: leave it where it is
+            self.pool.release_raw(mem, cap)
+            return 0
+        return self._move_into(mem, cap)
+
+    cdef int _move_into(self, uint8_t* mem, Py_ssize_t cap) except -1:
+        if cap <= self.mem_size or self._growth(0) == 0 or \
                 self.builder.move_to(mem, cap) < 0:
             self.pool.release_raw(mem, cap)
             return 0

@@ -74,7 +74,8 @@ cdef class RecordAccumulator:
     # need bytes if the pool has them now, else wait_size after a wait; the size taken.
     cdef Py_ssize_t _memory(self, Py_ssize_t need, Py_ssize_t wait_size, double max_block_ms,
                             uint8_t** mem) except -1
-    # A new batch on mem (need bytes from the pool, now owned by the batch), last in dq.
+    # A new batch on mem (need bytes from the pool, now owned by the batch, or given back if
+    # this raises), last in dq.
     cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
                                   Py_ssize_t need)
     # The record's future (None if aborted); flags gets the APPEND_* bits below.

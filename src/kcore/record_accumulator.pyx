@@ -249,6 +249,7 @@ cdef class RecordAccumulator:
         if hbytes is not None:
             hp, hl = <const uint8_t*>PyBytes_AS_STRING(hbytes), PyBytes_GET_SIZE(hbytes)
         cdef bint was_full
+        cdef double deadline
         if dq.count:
             batch = dq.last()
             was_full = batch.is_full_c()
@@ -269,6 +270,7 @@ cdef class RecordAccumulator:
         got = need
         if dq.count:
             got = min((<ProducerBatch>dq.last()).growth_size(size), self.pool.total_memory)
+        deadline = _monotonic() * 1000 + max_block_ms  # all waits together: max_block_ms
         got = self._memory(need, max(need, got), max_block_ms, &mem)
         if dq.count:  # another thread may have made a batch while this one waited
             batch = dq.last()
@@ -276,8 +278,13 @@ cdef class RecordAccumulator:
                 batch.grow_into(mem, got)  # it owns mem now, or gave it back
                 mem = NULL
             was_full = batch.is_full_c()
-            future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
-                                    size)
+            try:
+                future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl,
+                                        header_size, size)
+            except BaseException:
+                if mem != NULL:
+                    self.pool.release_raw(mem, got)
+                raise
             if future is not None:
                 if mem != NULL:
                     self.pool.release_raw(mem, got)
@@ -285,7 +292,7 @@ cdef class RecordAccumulator:
                     flags[0] = APPEND_FULL
                 return future
             if mem == NULL:  # it grew, and other threads filled it meanwhile
-                got = self._memory(need, need, max_block_ms, &mem)
+                got = self._memory(need, need, max(deadline - _monotonic() * 1000, 0), &mem)
         batch = self._new_batch(dq, tp, mem, got)
         future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
         flags[0] = APPEND_NEW_BATCH | (APPEND_FULL if batch.is_full_c() else 0)
@@ -310,11 +317,20 @@ cdef class RecordAccumulator:
 
     cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
                                   Py_ssize_t need):
-        cdef ProducerBatch batch = ProducerBatch(tp, self.batch_size, self.compression_type,
-                                                 _now_ms(), self.batch_max_size)
-        batch.attach(self.pool, mem, need)
-        dq.insert_c(dq.count, batch)
+        cdef ProducerBatch batch
+        try:
+            batch = ProducerBatch(tp, self.batch_size, self.compression_type, _now_ms(),
+                                  self.batch_max_size)
+        except BaseException:
+            self.pool.release_raw(mem, need)
+            raise
+        batch.attach(self.pool, mem, need)  # the batch owns mem from here (and frees it)
         self._incomplete.add(batch)
+        try:
+            dq.insert_c(dq.count, batch)
+        except BaseException:
+            self._incomplete.discard(batch)
+            raise
         return batch
 
     # -- the Sender thread ---------------------------------------------------------------------
@@ -535,17 +551,21 @@ cdef class RecordAccumulator:
             if not dq.count:
                 continue
             first = <ProducerBatch>dq.at(0)  # only this thread takes batches off a queue
+            if first.appending:
+                continue  # a caller took hold of it since the choice
             if batches and size + (len(first.payload) if first.payload is not None
                                    else first.size) > max_size:
                 break
-            if first.appending:
-                continue  # a caller took hold of it since the choice
             dq.pop_front()
             first.closed = True
-            if self.tm is not None:
-                self.tm.assign_c(first)
-            else:
-                first.build()
+            try:
+                if self.tm is not None:
+                    self.tm.assign_c(first)
+                else:
+                    first.build()
+            except Exception as e:  # it fails alone; the Sender goes on
+                self.complete(first, error=_build_failed(e))
+                continue
             size += len(first.payload)
             first.drained_ms = now
             batches.append(first)

@@ -58,6 +58,11 @@ cdef class SendPath:
         self.buffer_memory = buffer_memory
         self.fork_gen = kc_fork_generation()
 
+    def check_not_forked(self):
+        """IllegalStateError in a forked child (flush() and the like there)."""
+        if self.fork_gen != kc_fork_generation():
+            raise _forked_error()
+
     def check_usable(self):
         self._check_usable()
 
@@ -65,9 +70,7 @@ cdef class SendPath:
         if self.closed:
             raise IllegalStateError("KafkaProducer already closed!")
         if self.fork_gen != kc_fork_generation():
-            raise IllegalStateError(
-                "This KafkaProducer was created in the parent process and cannot be used after "
-                "fork(): create a new KafkaProducer in the child process.")
+            raise _forked_error()
         if self.tm is not None and self.tm.fatal_error is not None:
             raise self.tm.fatal_error
         return 0

@@ -208,8 +208,8 @@ cdef class TransactionManager:
         self._waiting.discard(batch)
         if not self._in_epoch(batch):
             seq = p.next_sequence
+            batch.build(self._producer_id, self._producer_epoch, seq)  # first: it may raise
             p.next_sequence = <int32_t>((seq + _count(batch)) % MODULO)
-            batch.build(self._producer_id, self._producer_epoch, seq)
         seq = _seq(batch)
         n = len(p.in_flight)
         if n == 0 or _seq(p.in_flight[n - 1]) < seq:

@@ -297,6 +297,7 @@ class KafkaProducer:
     # -- flush, close and the rest of the API -----------------------------------------------
     def flush(self, timeout=None):
         """Send everything buffered and wait until each record completes (or fails)."""
+        self._send_path.check_not_forked()  # the parent's I/O thread does not exist here
         if self._closed and not self._sender.is_alive():
             return
         self._accumulator.begin_flush()

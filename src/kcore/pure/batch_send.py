@@ -162,8 +162,7 @@ class _Call:
                                     "and will still be delivered"
                                     % (e, self.appended, len(vals))) from e
         finally:
-            for part in list(self.cur):
-                self._release(part)
+            self._release_all()
             path.wakeup()
 
     def _append(self, part, ts, key, value, headers, size):
@@ -191,8 +190,7 @@ class _Call:
         try:
             memory = acc.pool.allocate(need, 0)
         except KafkaTimeoutError:  # let go of the other batches, then wait for memory
-            for other in list(self.cur):
-                self._release(other)
+            self._release_all()
             memory = acc.pool.allocate(need, self.path.max_block_ms)
         with acc._lock:
             if acc._closed:
@@ -223,13 +221,27 @@ class _Call:
             self.rolled = True
         self._release(part)
 
+    def _release_all(self):
+        """Let go of every held batch, each even if another one raises (the first error)."""
+        error = None
+        for part in list(self.cur):
+            try:
+                self._release(part)
+            except BaseException as e:
+                error = e if error is None else error
+        if error is not None:
+            raise error
+
     def _release(self, part):
         """Let go of the held batch, noting the call's records in it."""
         batch = self.cur.pop(part)
         ordinal, rank, count = self.seg.pop(part)
-        if count:
-            self.rank[part] += count
-            if not batch.add_segment(self.future, ordinal, rank, count):  # aborted meanwhile
-                self.future._range_done(part, rank, count, batch.result.error or KafkaError(
-                    "the batch was aborted while records were appended"))
-        batch.appending = False
+        try:
+            if count:
+                self.rank[part] += count
+                if not batch.add_segment(self.future, ordinal, rank, count):  # aborted
+                    self.future._range_done(part, rank, count, batch.result.error or
+                                            KafkaError("the batch was aborted while records "
+                                                       "were appended"))
+        finally:
+            batch.appending = False

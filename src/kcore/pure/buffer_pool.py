@@ -6,7 +6,9 @@ from CPython itself (a bytearray cannot be resized while a memoryview uses it). 
 counted, as are the spare buffers of larger sizes the compiled pool keeps for reuse; a
 recycled one is a fresh zeroed bytearray (contents are unspecified anyway).
 """
+import os
 import threading
+import weakref
 from collections import deque
 from operator import index
 from time import monotonic
@@ -56,6 +58,20 @@ class PoolBuffer(bytearray):
         bytearray.__setitem__(self, key, value)
 
 
+_pools = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    """A forked child's copy of a pool: closed (the parent's producer is not usable here), with
+    a new lock (a thread of the parent's may have held the old one at the fork)."""
+    for pool in list(_pools):
+        pool._lock, pool._waiters, pool._closed = threading.Lock(), deque(), True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class BufferPool:
     """BufferPool(total_bytes, slab_bytes): thread-safe, never hands out more than total_bytes."""
 
@@ -73,6 +89,7 @@ class BufferPool:
         self._lock = threading.Lock()
         self._waiters = deque()        # one Condition per blocked caller, FIFO
         self._closed = False
+        _pools.add(self)
 
     @property
     def total_memory(self):

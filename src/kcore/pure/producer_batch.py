@@ -1,4 +1,5 @@
 """ProducerBatch: the records bound for one partition, their builder and their shared result."""
+import os
 import struct
 import threading
 
@@ -28,6 +29,15 @@ def restamp(payload, producer_id, producer_epoch, base_sequence):
 
 _SEGMENTS_LOCK = threading.Lock()
 _MEMORY_LOCK = threading.Lock()  # a batch's memory: swapped by grow(), given back once
+
+
+def _after_fork_in_child():  # a thread of the parent's may have held them at the fork
+    global _SEGMENTS_LOCK, _MEMORY_LOCK
+    _SEGMENTS_LOCK, _MEMORY_LOCK = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _tell_segments(batch, error, record_errors):
@@ -78,7 +88,11 @@ class ProducerBatch:
 
     def growth_size(self, size):
         """The buffer size a record of size bytes asks to grow to (GROWTH times, at least
-        enough, capped at max_size); 0 if the batch cannot grow to take it."""
+        enough, capped at max_size); 0 if the batch cannot grow to take it, or is
+        ``appending`` (another thread's writer holds it)."""
+        return 0 if self.appending else self._growth(size)
+
+    def _growth(self, size):
         builder, memory = self.builder, self.memory
         if self.closed or memory is None or builder is None or self.result.is_done:
             return 0
@@ -88,8 +102,9 @@ class ProducerBatch:
         return min(max(GROWTH * len(memory), written + size), self.max_size)
 
     def grow_into(self, bigger):
-        """Move into bigger (memory from the pool, waited for by the caller): True, or False
-        when the batch can no longer grow (bigger is given back)."""
+        """Another caller: move into bigger (memory from the pool, waited for by the caller):
+        True, or False when the batch can no longer grow or is ``appending`` (bigger is given
+        back)."""
         with _MEMORY_LOCK:
             memory = self.memory
             if memory is None or len(bigger) <= len(memory) or not self.growth_size(0):
@@ -102,11 +117,12 @@ class ProducerBatch:
         return True
 
     def grow(self, size):
-        """A record of at most size bytes did not fit: take a bigger buffer from the pool
-        (GROWTH times its size, else twice, capped at max_size) without waiting. True if it
-        did (the record fits now)."""
+        """The writer (its own append, or the send_batch call that set ``appending``): a record
+        of at most size bytes did not fit: take a bigger buffer from the pool (GROWTH times its
+        size, else twice, capped at max_size) without waiting. True if it did (the record fits
+        now)."""
         builder, memory = self.builder, self.memory
-        cap = self.growth_size(size)
+        cap = self._growth(size)
         if not cap:
             return False
         written = builder.size_in_bytes()

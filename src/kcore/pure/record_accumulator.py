@@ -14,7 +14,7 @@ from kcore.pure.builtin_partitioner import BuiltInPartitioner
 from kcore.pure.future import TopicPartition
 from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
-from kcore.shared.record_accumulator import ReadyCheckResult
+from kcore.shared.record_accumulator import ReadyCheckResult, _build_failed
 from pyprod.errors import IllegalStateError
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
@@ -129,6 +129,7 @@ class RecordAccumulator:
         # No room: take memory (may block, without the accumulator lock), then retry. A wait
         # is for the room the open batch needs to grow, if it can (as the compiled twin).
         need = max(self.batch_size, BATCH_HEADER + size)
+        deadline = time.monotonic() * 1000 + max_block_ms  # all waits together: max_block_ms
         memory = self.pool.try_allocate(need)
         if memory is None:
             with self._lock:
@@ -153,7 +154,8 @@ class RecordAccumulator:
                         return future, batch.is_full(), True, False
                     memory = self.pool.try_allocate(need)  # it grew; others filled it
                 if memory is None:
-                    memory = self.pool.allocate(need, max_block_ms)
+                    memory = self.pool.allocate(
+                        need, max(deadline - time.monotonic() * 1000, 0))
         finally:
             if memory is not None:
                 self.pool.deallocate(memory)
@@ -173,6 +175,8 @@ class RecordAccumulator:
         if not dq:
             return None, False
         last = dq[-1]
+        if last.appending:  # another thread's writer holds it: a new batch follows it
+            return None, False
         was_full = last.is_full()
         future = last.try_append(timestamp_ms, key, value, headers, header_size, size)
         if future is None:
@@ -256,10 +260,14 @@ class RecordAccumulator:
                 break
             dq.popleft()
             first.close()  # drained: it takes no more records (and never grows)
-            if self.tm is not None:
-                self.tm.assign(first)
-            else:
-                first.build()
+            try:
+                if self.tm is not None:
+                    self.tm.assign(first)
+                else:
+                    first.build()
+            except Exception as e:  # it fails alone; the Sender goes on
+                self.complete(first, error=_build_failed(e))
+                continue
             size += len(first.payload)
             first.drained_ms = now
             batches.append(first)

@@ -14,7 +14,7 @@ from kcore.pure.builtin_partitioner import partition_for_key
 from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
 from kcore.shared.record_accumulator import _too_large
 from kcore.shared.send_path import (_INT32_MAX, _INT64_MAX, _as_bytes, _check_headers,
-                                    _not_in_metadata, custom_partition)
+                                    _forked_error, _not_in_metadata, custom_partition)
 from pyprod.errors import IllegalStateError
 
 __all__ = ["SendPath", "custom_partition", "fork_generation"]
@@ -123,12 +123,15 @@ class SendPath:
                              % (topic, partition))
         return partition
 
+    def check_not_forked(self):
+        """IllegalStateError in a forked child (flush() and the like there)."""
+        if self.fork_generation != fork_generation():
+            raise _forked_error()
+
     def check_usable(self):
         if self.closed:
             raise IllegalStateError("KafkaProducer already closed!")
         if self.fork_generation != fork_generation():
-            raise IllegalStateError(
-                "This KafkaProducer was created in the parent process and cannot be used after "
-                "fork(): create a new KafkaProducer in the child process.")
+            raise _forked_error()
         if self.tm is not None and self.tm.fatal_error is not None:
             raise self.tm.fatal_error

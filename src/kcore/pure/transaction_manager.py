@@ -134,8 +134,8 @@ class TransactionManager:
         self._waiting.discard(batch)
         if not self.in_current_epoch(batch):
             seq = self._next_sequence[tp]
+            batch.build(self.producer_id, self.producer_epoch, seq)  # first: it may raise
             self._next_sequence[tp] = (seq + batch.record_count) % SEQUENCE_MODULO
-            batch.build(self.producer_id, self.producer_epoch, seq)
         in_flight = self._in_flight[tp]
         if not in_flight or in_flight[-1].base_sequence < batch.base_sequence:
             in_flight.append(batch)

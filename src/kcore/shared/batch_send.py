@@ -30,19 +30,32 @@ def _check_len(obj, name, n):
         raise ValueError("%s has %d entries but values has %d" % (name, len(obj), n))
 
 
-def _binary_rows(obj, name, serializer, topic, headers):
-    """A list of bytes|None: Arrow binary/string arrays as raw bytes, Python items serialized."""
+def _same_len(rows, name, n):
+    """rows, read from a column of n entries (its len() when checked): a column that changed
+    meanwhile (another thread, a serializer, a lying __len__) raises instead of sending."""
+    if len(rows) != n:
+        raise ValueError("%s changed during send_batch: %d entries read, %d expected"
+                         % (name, len(rows), n))
+    return rows
+
+
+def _binary_rows(obj, name, serializer, topic, headers, n):
+    """A list of n bytes|None: Arrow binary/string arrays as raw bytes, Python items
+    serialized."""
     pa = _arrow(obj)
     if pa is not None:
         t = obj.type
         if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return obj.to_pylist()  # the reference: the compiled twin reads the buffers
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return [None if s is None else s.encode("utf-8") for s in obj.to_pylist()]
+            return _same_len(obj.to_pylist(), name, n)  # the reference: the compiled twin
+        if pa.types.is_string(t) or pa.types.is_large_string(t):  # reads the buffers
+            return _same_len([None if s is None else s.encode("utf-8")
+                              for s in obj.to_pylist()], name, n)
         raise TypeError("%s: a pyarrow array of type %s is not supported (binary, large_binary, "
                         "string or large_string)" % (name, t))
     out = []
     for i, item in enumerate(obj):
+        if i == n:
+            _same_len(range(n + 1), name, n)  # more entries than len() said: raises
         if serializer is not None and item is not None:
             item = serializer(topic, headers[i], item)
         if item is None or type(item) is bytes:
@@ -54,11 +67,11 @@ def _binary_rows(obj, name, serializer, topic, headers):
         else:
             raise TypeError("%s[%d]: expected bytes, bytearray, memoryview, str or None, got %s"
                             % (name, i, type(item).__name__))
-    return out
+    return _same_len(out, name, n)
 
 
-def _int_rows(obj, name, what):
-    """Non-negative ints or None: partitions (<= int32 max) or timestamps in ms (an Arrow
+def _int_rows(obj, name, what, n):
+    """n non-negative ints or None: partitions (<= int32 max) or timestamps in ms (an Arrow
     timestamp column of any unit is converted)."""
     limit, mul, div = (_MAX_TS if what == "timestamps" else _INT32_MAX), 1, 1
     pa = _arrow(obj)
@@ -72,7 +85,7 @@ def _int_rows(obj, name, what):
                             % (name, t, " or timestamp" if what == "timestamps" else ""))
         rows = obj.to_pylist()
     else:
-        rows = list(obj)
+        rows = _same_len(list(obj), name, n)
         for i, v in enumerate(rows):
             if v is not None and type(v) is not int:
                 raise TypeError("%s[%d] must be an int or None, got %r" % (name, i, v))
@@ -98,7 +111,7 @@ def _arrow_headers_type(pa, t):
     return (pa.types.is_string(key) or pa.types.is_large_string(key)) and _is_binary(pa, value)
 
 
-def _header_rows(obj):
+def _header_rows(obj, n):
     pa = _arrow(obj)
     if pa is not None:
         t = obj.type
@@ -120,7 +133,7 @@ def _header_rows(obj):
                 pairs.append((h["key"], v.encode("utf-8") if isinstance(v, str) else v))
             rows.append(pairs)
         return rows
-    rows = list(obj)
+    rows = _same_len(list(obj), "headers", n)
     for i, entry in enumerate(rows):
         if entry is None:
             continue
@@ -155,14 +168,14 @@ def prepare_rows(topic, values, keys, headers, partitions, timestamps, key_seria
     """Checked per-record lists (values, keys, headers, partitions, timestamps) of one
     send_batch call; TypeError / ValueError on bad input, before anything is sent."""
     n = check_columns(topic, values, keys, headers, partitions, timestamps)
-    hdrs = [None] * n if headers is None else _header_rows(headers)
+    hdrs = [None] * n if headers is None else _header_rows(headers, n)
     given = hdrs if _arrow(headers) is None else [None] * n  # what serializers see
-    out = [_binary_rows(values, "values", value_serializer, topic, given),
+    out = [_binary_rows(values, "values", value_serializer, topic, given, n),
            [None] * n if keys is None else _binary_rows(keys, "keys", key_serializer, topic,
-                                                        given),
+                                                        given, n),
            hdrs,
            [None] * n if partitions is None else _int_rows(partitions, "partitions",
-                                                           "partitions"),
+                                                           "partitions", n),
            [None] * n if timestamps is None else _int_rows(timestamps, "timestamps",
-                                                           "timestamps")]
+                                                           "timestamps", n)]
     return out

@@ -3,7 +3,7 @@ kcore/shared/__init__.py): the Sender's ReadyCheckResult, and the error for a re
 for a request or for the buffer memory."""
 import collections
 
-from pyprod.errors import MessageSizeTooLargeError
+from pyprod.errors import KafkaError, MessageSizeTooLargeError
 
 ReadyCheckResult = collections.namedtuple(
     "ReadyCheckResult", ["ready_nodes", "next_ready_check_delay_ms", "unknown_leader_topics"],
@@ -16,3 +16,13 @@ def _too_large(size, max_request_size, buffer_memory):
             "total memory buffer you have configured with the buffer_memory configuration")
     return MessageSizeTooLargeError(
         "The message is %d bytes when serialized which is larger than the %s" % (size, what))
+
+
+def _build_failed(exc):
+    """The error a drained batch completes with when building it raised (a codec's error, no
+    memory): the batch fails alone, the Sender goes on."""
+    if isinstance(exc, KafkaError):
+        return exc
+    error = KafkaError("the batch could not be built: %s: %s" % (type(exc).__name__, exc))
+    error.__cause__ = exc
+    return error

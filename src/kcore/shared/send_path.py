@@ -1,7 +1,7 @@
 """send()'s record checks and the user partitioner, the same in both implementations (see
 kcore/shared/__init__.py): serialized key/value and header checks, the error for a topic not in
 the metadata, and the call of a kafka-python style ``partitioner``."""
-from pyprod.errors import KafkaTimeoutError
+from pyprod.errors import IllegalStateError, KafkaTimeoutError
 
 _BYTES = (bytes, bytearray, memoryview)
 _INT32_MAX, _INT64_MAX = (1 << 31) - 1, (1 << 63) - 1  # partition, timestamp_ms bounds
@@ -51,3 +51,9 @@ def custom_partition(partitioner, topic, key, serialized_key, value, serialized_
     all_partitions = sorted(cluster.partitions_for_topic(topic))
     available = sorted(cluster.available_partitions_for_topic(topic) or ())
     return partitioner(serialized_key, all_partitions, available)
+
+
+def _forked_error():
+    return IllegalStateError(
+        "This KafkaProducer was created in the parent process and cannot be used after "
+        "fork(): create a new KafkaProducer in the child process.")

@@ -1,0 +1,265 @@
+"""The interleavings of issue 27, each made to happen on purpose, on both implementations:
+another thread's metadata update and sticky switch in the middle of a send_batch call, a column
+that changes length during the call, a batch collected in a reference cycle, a send() that
+waits for memory while another thread's writer holds the open batch, a batch whose build
+raises in drain(), a release that raises, and a fork while the pool is in use."""
+import gc
+import os
+import threading
+import time
+
+import cramjam
+import pytest
+
+from pyprod import config
+from pyprod.errors import IllegalStateError, KafkaError
+from pyprod.producer import send_settings
+
+from test_batch_growth import _complete, _send, _values
+from test_record_accumulator import FakeMetadata, _drain_all, accumulator
+
+
+def _paths(k, metadata, wakeup=lambda: None, **configs):
+    cfg = config.build(**configs)
+    acc = accumulator(k, cfg, metadata)
+    sp = k.SendPath(acc, lambda *a: None, wakeup, **send_settings(cfg))
+    bp = k.BatchSendPath(sp, acc, lambda *a: None, wakeup, **send_settings(cfg))
+    return acc, sp, bp
+
+
+def _grow_topic(metadata, partitions):
+    """What a metadata update on another thread does: more partitions, a new version."""
+    grown = FakeMetadata(partitions)
+    metadata.cluster, metadata.version = grown.cluster, metadata.version + 1
+
+
+def test_sticky_partition_past_the_calls_partitions(k):
+    """The topic grows and another thread's switch moves the sticky partition past the
+    partitions the call started with: the call takes the new partition (compiled: its slot
+    array grows; it indexed past it before)."""
+    meta = FakeMetadata(2)
+    seen = []
+
+    def wakeup():  # runs in the call (a new batch): another thread's update, then a switch
+        if seen:
+            return
+        info = acc.topic_info("t")
+        seen.append(info.partitioner.sticky)
+        _grow_topic(meta, 16)
+        info = acc.topic_info("t")
+        while info.partitioner.sticky < 2:
+            info.partitioner.switch_from(info.partitioner.sticky)
+        seen.append(info.partitioner.sticky)
+
+    acc, _, bp = _paths(k, meta, wakeup, batch_size=16384)
+    values = [b"%06d" % i for i in range(3000)]
+    future = bp.send("t", values)
+    assert seen[0] < 2 <= seen[1]
+    acc.begin_flush()
+    batches = []
+    while acc.has_undrained():
+        for drained in acc.drain(meta.cluster, {0}, 1 << 20, 10**12).values():
+            batches.extend(drained)
+    assert not any(b.appending for b in batches)
+    parts = {b.topic_partition.partition for b in batches}
+    assert seen[1] in parts and max(parts) >= 2
+    assert sorted(_values(batches)) == values
+    _complete(acc, batches)
+    assert future.get(0).record_count == 3000
+    assert acc.pool.available_memory == acc.pool.total_memory
+
+
+class _LyingLength(list):
+    """A sequence whose len() says more than it holds."""
+
+    def __len__(self):
+        return 5000
+
+
+def _shrinking_serializer(column):
+    def serialize(value):
+        if value == b"v3":
+            del column[1:]  # the column shrinks during the call
+        return value
+    return serialize
+
+
+@pytest.mark.parametrize("case", ["lying_len", "values_shrink", "keys_shrink",
+                                  "stamps_shrink", "headers_lying_len", "values_grow"])
+def test_a_column_that_changes_during_the_call_raises(k, case):
+    acc, _, bp = _paths(k, FakeMetadata(), lambda: None)
+    n = 10
+    values = [b"v%d" % i for i in range(n)]
+    cols = dict(values=values)
+    if case == "lying_len":
+        cols["values"] = _LyingLength([b"only"])
+    elif case == "headers_lying_len":
+        cols["headers"] = _LyingLength([[("h", b"x")]])
+        cols["values"] = [b"v"] * 5000
+    elif case == "values_grow":
+        cfg = dict(value_serializer=lambda v: values.append(b"more") or v)
+        acc, _, bp = _paths(k, FakeMetadata(), lambda: None, **cfg)
+    else:
+        column = {"values_shrink": values, "keys_shrink": [b"k"] * n,
+                  "stamps_shrink": [1] * n}[case]
+        cfg = dict(value_serializer=_shrinking_serializer(column))
+        acc, _, bp = _paths(k, FakeMetadata(), lambda: None, **cfg)
+        name = {"keys_shrink": "keys", "stamps_shrink": "timestamps"}.get(case)
+        if name:
+            column[:] = list(column)
+            cols[name] = column
+    with pytest.raises((ValueError, TypeError)):
+        bp.send("t", **cols)
+    assert not acc.has_undrained() and not acc.has_incomplete()
+    assert acc.pool.available_memory == acc.pool.total_memory
+
+
+def test_a_batch_in_a_cycle_is_collected_undrained(k):
+    """A batch off its queue, still on its pool memory, in a cycle through a user callback:
+    the collector clears the cycle (compiled: it had set the batch's pool to None, then the
+    batch gave its memory back through None)."""
+    acc, sp, bp = _paths(k, FakeMetadata())
+    for p in range(6):
+        sp.send("t", b"v" * 100, partition=p)
+    for dq in acc.topic_info("t").deques:
+        batch = dq.popleft()  # undrained: taken off the queue, not built
+        # a send_batch call's segment whose future's callback refers to the batch (made after
+        # the batch, so the collector clears the batch first)
+        batch.segments = [(lambda b=batch: b, 0, 0, 0)]
+    del acc, sp, bp, dq, batch
+    for _ in range(3):
+        gc.collect()
+
+
+def test_a_waiting_send_never_grows_a_batch_another_writer_holds(k):
+    """send() waits for memory while a send_batch call on another thread fills the open batch
+    (``appending``): once memory comes, the held batch stays where it is (a move would free
+    the block its writer writes into) and the record goes into a new batch."""
+    acc, sp, _ = _paths(k, FakeMetadata(), batch_size=1024, batch_max_size=8192,
+                        buffer_memory=16384)
+    pool = acc.pool
+    _send(sp, 1)
+    batch = acc.topic_info("t").deques[0][0]
+    batch.appending = True  # held by another writer
+    held = pool.allocate(pool.available_memory - 512, 0)  # a new batch must wait
+    sender = threading.Thread(target=_send, args=(sp, 1), kwargs=dict(start=1))
+    sender.start()
+    while pool.waiters == 0:
+        time.sleep(0.001)
+    pool.deallocate(held)
+    sender.join(10)
+    assert not sender.is_alive()
+    dq = acc.topic_info("t").deques[0]
+    assert len(dq) == 2 and dq[0] is batch
+    assert pool.available_memory == 16384 - 2 * 1024  # the held batch did not move or grow
+    batch.appending = False
+    batches = _drain_all(acc)
+    assert _values(batches) == [b"%06d" % i + b"v" * 100 for i in range(2)]
+    _complete(acc, batches)
+    assert pool.available_memory == 16384
+
+
+class _FailingGzip:
+    """cramjam.gzip whose first compress raises (a codec error while the Sender drains)."""
+
+    def __init__(self, real):
+        self.real, self.calls = real, 0
+
+    def compress(self, data, *args, **kwargs):
+        self.calls += 1
+        if self.calls == 1:
+            raise cramjam.CompressionError("injected")
+        return self.real.compress(data, *args, **kwargs)
+
+
+def test_a_batch_whose_build_raises_fails_alone(k, monkeypatch):
+    """drain() pops a batch, then building it raises: the batch fails with a KafkaError, the
+    other batches go (it was in no queue and not in flight, pending until close)."""
+    acc, sp, _ = _paths(k, FakeMetadata(), compression_type="gzip")
+    futures = [sp.send("t", b"v%d" % p, partition=p) for p in range(3)]
+    monkeypatch.setattr(cramjam, "gzip", _FailingGzip(cramjam.gzip))
+    batches = _drain_all(acc)
+    assert len(batches) == 2 and not acc.has_undrained()
+    failed = [f for f in futures if f.is_done]
+    assert len(failed) == 1 and isinstance(failed[0].exception, KafkaError)
+    assert "could not be built" in str(failed[0].exception)
+    _complete(acc, batches)
+    assert all(f.is_done for f in futures) and not acc.has_incomplete()
+    assert acc.pool.available_memory == acc.pool.total_memory
+
+
+def test_every_held_batch_is_let_go_when_a_release_raises(k, monkeypatch):
+    """The batches a call holds are aborted meanwhile, and telling the call's future raises:
+    every batch is still let go (``appending`` cleared), not only those before the error."""
+    held = []
+
+    def wakeup():  # the second new batch: both held; abort everything (close(timeout=0))
+        dqs = acc.topic_info("t").deques
+        if len(held) == 0 and len(dqs[1]):
+            held.extend([dqs[0][-1], dqs[1][-1]])
+            acc.abort_incomplete(KafkaError("aborted"), close=False)
+
+    acc, _, bp = _paths(k, FakeMetadata(), wakeup)
+    future_type = type(bp.send("t", []))
+
+    def refuse(*_a):
+        raise RuntimeError("told")
+
+    monkeypatch.setattr(future_type, "_range_done", refuse)
+    with pytest.raises(RuntimeError, match="told"):
+        bp.send("t", [b"v"] * 10, partitions=[i % 2 for i in range(10)])
+    assert len(held) == 2 and not any(b.appending for b in held)
+    assert acc.pool.available_memory == acc.pool.total_memory
+
+
+def _hammer(pool, stop):
+    while not stop.is_set():
+        buf = pool.try_allocate(1024)
+        if buf is not None:
+            pool.deallocate(buf)
+
+
+def test_a_forked_child_never_waits_on_the_pool_lock(k):
+    """Fork while other threads take and give back pool memory (the pure twin's lock held by
+    one of them at the fork): in the child the pool answers without locking, refuses to
+    allocate, and memory given back there is dropped; nothing hangs."""
+    pool = k.BufferPool(1 << 20, 1024)
+    stop = threading.Event()
+    threads = [threading.Thread(target=_hammer, args=(pool, stop)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    if hasattr(pool, "_lock"):  # the pure twin: held at the fork, for sure
+        locker = threading.Thread(target=lambda: (pool._lock.acquire(), stop.wait(),
+                                                  pool._lock.release()))
+        threads.append(locker)
+        locker.start()
+        while not pool._lock.locked():
+            time.sleep(0.001)
+    try:
+        for _ in range(10):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    assert pool.available_memory <= 1 << 20
+                    pool.close()
+                    with pytest.raises(IllegalStateError):
+                        pool.allocate(1024, 0)
+                    code = 0
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 30
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    pytest.fail("the forked child hung on the pool")
+                time.sleep(0.01)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert pool.available_memory == 1 << 20
