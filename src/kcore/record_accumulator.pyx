@@ -154,11 +154,11 @@ cdef class RecordAccumulator:
         if cluster is not self._leaders_of:
             self._leaders_of, self._nleaders = cluster, 0
         leader_for = cluster.leader_for_partition
-        for i in range(self._nleaders, self._nqueues):
-            dq = <PartitionQueue>self._queues[i]
+        while self._nleaders < self._nqueues:  # re-read: a caller may add queues meanwhile
+            dq = <PartitionQueue>self._queues[self._nleaders]
             leader = leader_for(dq.tp)
             dq.leader = -1 if leader is None or leader < 0 else leader
-        self._nleaders = self._nqueues
+            self._nleaders += 1
         return 0
 
     def mute(self, tp):
@@ -479,12 +479,14 @@ cdef class RecordAccumulator:
         """Queues made since the last drain get their transaction manager entry."""
         cdef PartitionQueue dq
         cdef Py_ssize_t k
-        if self.tm is not None:
-            for k in range(self._nentries, self._nqueues):
-                dq = <PartitionQueue>self._queues[k]
+        # Re-read _nqueues each time: making an entry may run the collector, whose finalizers
+        # may let a caller add a queue; counting it done would leave its entry NULL.
+        while self._nentries < self._nqueues:
+            if self.tm is not None:
+                dq = <PartitionQueue>self._queues[self._nentries]
                 dq.entry_ref = self.tm.partition_entry(dq.tp)
                 dq.entry = <PyObject*>dq.entry_ref
-        self._nentries = self._nqueues
+            self._nentries += 1
         return 0
 
     cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
