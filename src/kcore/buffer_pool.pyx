@@ -6,6 +6,7 @@ plus a non-pooled remainder. The bytes come from the pool's own address range (r
 so what batches give back stays the pool's for the next one, whatever its size or thread.
 Callers that find too little memory wait in a FIFO queue (each on its own condition, without
 the GIL) for at most max_block_ms; only the first waiter takes memory as it is released.
+Threads: see buffer_pool.pxd.
 """
 cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
@@ -77,6 +78,8 @@ cdef class BufferPool:
         # No waiter can exist here (each holds a reference); outstanding raw memory is the
         # caller's, PoolBuffers keep the pool alive.
         cdef Py_ssize_t i
+        if self.region_ok and self._forked():  # the region's lock may be held: leave it all
+            return                              # to the child's exit
         if self.free_list != NULL:
             for i in range(self.nfree):
                 self._raw_free(self.free_list[i], self.slab_size)
@@ -85,7 +88,7 @@ cdef class BufferPool:
             self._raw_free(self.spare_mem[i], self.spare_size[i])
         if self.region_ok:
             kc_region_destroy(&self.region)
-        if self.lock_ok and not self._forked():
+        if self.lock_ok:
             kc_mutex_destroy(&self.lock)
 
     # -- C level (lock held by the caller for the helpers) --------------------------------
