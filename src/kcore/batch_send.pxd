@@ -1,4 +1,14 @@
 # send_batch's column and batch-slot structs (see batch_send.pyx).
+#
+# Threads (the one place these rules are written; batch_send.pyx points here): a _Call, its
+# Slot, BinChunk and BinCursor arrays and its _Placement belong to the one caller thread in
+# send_batch. Its walk (_Call._walk, without the GIL) reads and writes only those; the column
+# memory they point into (bytes objects and pyarrow buffers, immutable, kept alive by
+# _Call.keep; every array holds exactly n records, checked with the GIL before the walk); the
+# batches it holds (``appending``, set by this call: their builder and memory are its own, see
+# producer_batch.pxd); and the topic's partitioner (``sticky`` as a hint, bounds-checked
+# against the call's slots; _add_produced), see builtin_partitioner.pxd. It takes the GIL
+# back to hold another batch, grow one, switch or widen to the sticky partition, and at the end.
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 

@@ -7,6 +7,7 @@ The walk over the records runs without the GIL: it partitions (explicit, murmur2
 appends straight into the batches the call holds (marked ``appending``: drain() and other
 senders leave them), and takes the GIL only to hold another batch, to switch the sticky
 partition and at the end. No Python object is made per record of an Arrow column.
+Threads: see batch_send.pxd.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.list cimport PyList_New, PyList_SET_ITEM

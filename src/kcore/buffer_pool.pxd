@@ -7,6 +7,21 @@
 #         ...
 #         pool.release_raw(mem, n)                       # exactly once, with the same n
 # acquire_raw may block: call it without the GIL (threads that free memory may need it).
+#
+# Threads (the one place these rules are written; buffer_pool.pyx points here):
+# - Every field from nonpooled on (the free list, spares, the waiter FIFO, closed, nwaiters):
+#   read and written under `lock`, by any thread, with or without the GIL. A thread holding the
+#   GIL takes `lock` only for a short section that never waits (_try_now, release_raw,
+#   properties). Exceptions, read without `lock`: nwaiters by the Sender's scans and
+#   unallocated_memory/free_slabs by metrics and tests: hints.
+# - total_memory, slab_size, fork_gen, region_ok, lock_ok: set in __cinit__, then read-only.
+# - region: its own lock (region_impl.pxd), taken after `lock` or with no lock held.
+# - bp_waiter: on the waiting thread's stack; linked, unlinked and signalled under `lock`.
+# - A forked child's copy never takes `lock` (a thread of the parent's may have held it at the
+#   fork): acquire fails with BP_CLOSED, release_raw drops the memory, reads are unlocked.
+# nogil: acquire_raw (may block: without the GIL), release_raw, _try_now: any thread, no lock
+#   held. _take_now, _take_spare, _free_up, _wake_head: with `lock` held. _finish, _raw_alloc,
+#   _raw_free: without it.
 from libc.stdint cimport int64_t, uint8_t
 
 from kcore.region_impl cimport kc_region

@@ -1,5 +1,21 @@
 # BuiltInPartitioner (see builtin_partitioner.pyx): cimported by record_accumulator, send_path
 # and batch_send.
+#
+# Threads (the one place these rules are written; builtin_partitioner.pyx points here). One
+# partitioner per topic, shared by every caller thread:
+# - topic, available, num_partitions, _rng: read and written with the GIL only.
+# - sticky_batch_size: set in __init__, then only read (also without the GIL, by _add_produced).
+# - sticky: written with the GIL only (_sticky_partition, _switch_from, _update_partitions, which
+#   may set it to -1). Read without the GIL and without a lock by send_batch's walk
+#   (batch_send.pyx _Call._walk) and _add_produced, while other threads switch it. A value read
+#   so is only a hint: it may be -1, or >= the reader's own partition count (the topic grew
+#   since the reader sized its arrays), and may have changed by the time it is used: the reader
+#   bounds-checks it against its own count before indexing with it.
+# - produced: written with the GIL (_switch_from resets it) and without it (_add_produced, from
+#   any number of walks at once), no lock: an approximate counter. Lost or misattributed updates
+#   are harmless: it only decides when the sticky partition switches.
+# nogil: _add_produced (any thread, no lock; see sticky and produced); partition_for_key (pure).
+# GIL only: _update_partitions, _sticky_partition, _next_partition, _switch_from.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 from kcore.murmur cimport partition_of

@@ -1,8 +1,7 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/builtin_partitioner.py (see it for the design).
 
-The GIL guards the state; ``_add_produced`` (and reading ``sticky``) also runs without it, in
-send_batch's GIL-free walk, which holds the GIL again before it switches.
+Thread rules (``sticky`` and ``produced`` are used without the GIL): builtin_partitioner.pxd.
 """
 import time
 

@@ -1,4 +1,14 @@
 # Channel (see channel.pyx): a connection's send queue and receive framing, in C.
+#
+# Threads (the one place these rules are written). A Channel belongs to the thread of its
+# connection's NetworkClient (the Sender thread); no lock: every field is read and written by
+# that thread only. Without the GIL (on that thread: Selector.select_io's section, io(), and
+# write()'s large writev) only C state is used: fd, pieces[head:head + count] (view.buf and
+# view.len read, off written), inbox, inbox_len, eof, write_errno, read_errno; never a tag, the
+# frame or another Python object. The bytes written without the GIL stay valid because each
+# piece holds its Py_buffer until _advance or _release_all (GIL, same thread) lets it go; those,
+# _push (it may move pieces) and detach/clear never run during such a section (same thread).
+# nogil: io_c (attached: fd >= 0), unwritten_c, _gather, _advance_offsets: the owner thread only.
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint8_t
 

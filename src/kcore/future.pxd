@@ -1,4 +1,15 @@
 # Per-batch result and per-record futures (see future.pyx); cimported by producer_batch.
+#
+# Threads (the one place these rules are written; future.pyx points here): the GIL only. No
+# method is nogil and no field is read or written without the GIL; there is no lock.
+# - ProduceRequestResult: base_offset, log_append_time, error, record_errors, is_done are set
+#   once, by done() on the Sender thread (pieces too, by the Sender, before the batch is done);
+#   any thread reads them. _thunks and _event are shared by caller threads (add_thunk, wait())
+#   and done(): the GIL orders them, so between a check of is_done and the update that relies
+#   on it nothing may run that can switch threads: Python code, or an allocation (it may run
+#   the cycle collector and its finalizers): allocate first, then check and update.
+# - FutureRecordMetadata: fixed once made (new_future), but _value: the RecordMetadata, made by
+#   the first thread that asks (two racing threads may each make one; they are equal).
 from libc.stdint cimport int64_t
 
 

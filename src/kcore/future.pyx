@@ -1,8 +1,7 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/future.py: one ProduceRequestResult per batch, completed once;
-each record's FutureRecordMetadata is a view on it. The GIL orders completion against
-registration here (nothing that can switch threads runs between a check and its update), so no
-lock is needed.
+each record's FutureRecordMetadata is a view on it. No lock: the GIL orders completion against
+registration (thread rules: future.pxd).
 
 Callbacks are kept flat in the result's ``_thunks``: ``[future, callback, errback, ...]``, one
 entry of three per registration (an add_errback right after an add_callback on the same record
@@ -27,7 +26,7 @@ cdef type _RecordMetadata = RecordMetadata
 
 
 cdef class ProduceRequestResult:
-    """The outcome of one batch: set once, by the Sender thread."""
+    """The outcome of one batch: set once (by the Sender thread: see future.pxd)."""
 
     def __init__(self, topic_partition):
         self.topic_partition = topic_partition

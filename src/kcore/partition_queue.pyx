@@ -1,8 +1,7 @@
 # cython: binding=False, wraparound=True
 """Compiled twin of kcore/pure/partition_queue.py: one partition's batches, oldest first, as a C
 ring of references under its own mutex, so that the accumulator's ready() and drain() can look
-at every queue without the GIL while caller threads append. Changed only with the GIL held and
-the mutex taken; read with the GIL, or without it under the mutex."""
+at every queue without the GIL while caller threads append. Thread rules: partition_queue.pxd."""
 from cpython.ref cimport PyObject
 from libc.stdlib cimport free, malloc
 

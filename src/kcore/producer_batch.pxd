@@ -1,4 +1,23 @@
 # ProducerBatch (see producer_batch.pyx): cimported by record_accumulator.
+#
+# Threads (the one place these rules are written; producer_batch.pyx points here):
+# - appending: set and cleared with the GIL by a writer: send() for a record over 64 KiB (its
+#   copy), or a send_batch call (its walk). While set, only that writer touches builder and the
+#   memory (mem, mem_size), with or without the GIL; every other thread leaves the batch:
+#   append_c/try_append, growth_size/grow_into (a waiting send()), drain()'s _drainable and _take,
+#   expired_batches. The Sender reads it without the GIL under the queue's lock (_drainable); a
+#   stale read is checked again with the GIL in _take.
+# - mem, mem_size: replaced by grow() (the writer, or the appending thread), or by grow_into (a
+#   caller holding the GIL, never while appending); given back once by release_memory (GIL). A
+#   batch completed while appending defers that to end_append (release_deferred).
+# - pool: set by attach, kept until __dealloc__ (no_gc_clear: the collector never clears it).
+# - record_count, size, segments: the GIL; a send_batch call adds its records when it lets go.
+# - closed, starved, attempts, last_attempt_ms, created_ms, base_sequence, seq_producer_*:
+#   written with the GIL (attempts, last_attempt_ms and the sequence by the Sender only); read
+#   without the GIL by the Sender's scans under the queue's lock: closed/starved are hints (a
+#   stale one delays a batch by one loop), the others have the Sender as their only writer.
+# - everything else: the GIL.
+# nogil: is_full_c, is_grown_c (any thread; builder.pos is a hint, record_batch_builder.pxd).
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.buffer_pool cimport BufferPool

@@ -1,7 +1,8 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/producer_batch.py. The batch's records go straight into a
 BufferPool slab through the builder's C API; the slab goes back when the batch completes.
-An uncompressed batch is sealed in place: its payload is that slab (MemoryRecords), not a copy."""
+An uncompressed batch is sealed in place: its payload is that slab (MemoryRecords), not a copy.
+Threads: see producer_batch.pxd."""
 cimport cython
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABLE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE

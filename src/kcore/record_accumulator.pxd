@@ -1,5 +1,22 @@
 # RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by send_path and
 # batch_send.
+#
+# Threads (the one place these rules are written; record_accumulator.pyx points here):
+# - _topics, _deques, _incomplete, _seeds and the TopicInfo objects: the GIL (caller threads
+#   and the Sender). _closed, _flushes: written with the GIL, read without it by the Sender's
+#   scan (_sendable): hints, a stale one delays a batch by one loop.
+# - _queues, _nqueues, _queues_cap: grown by caller threads (_queue) with the GIL and
+#   _queues_lock; read with the GIL, or without it under _queues_lock (_scan, _select). The
+#   array borrows the queues from _deques, which keeps them while the accumulator lives.
+# - _leaders_of, _nleaders, _nentries, _drain_index: the Sender thread only (_drain_index also
+#   without the GIL, in _select). A queue counts in _nleaders/_nentries only once its leader /
+#   transaction manager entry is set: making one may let another thread add queues.
+# - batch_size, batch_max_size, linger_ms, retry_backoff_ms, delivery_timeout_ms, pool, tm,
+#   metadata, compression_type: set in __init__, then read-only (also without the GIL).
+# - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
+# nogil: _scan, _select (they take _queues_lock, then each queue's lock around its reads);
+#   _scan_queue, _sendable, _drainable (with the queue's lock held); _ready_select: the Sender
+#   thread only.
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 

@@ -6,6 +6,7 @@ only while its batch is marked ``appending`` (drain() leaves such a batch). Each
 batches are a PartitionQueue (kcore.partition_queue), a C ring under its own mutex, so that
 ready() can scan them all without the GIL while callers append, and drain() choose its batches
 the same way (the transaction manager's per-partition state is C, owned by the Sender thread).
+Threads: see record_accumulator.pxd.
 Both keep the GIL below _NOGIL_QUEUES queues, where the scan is shorter than taking it back.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE

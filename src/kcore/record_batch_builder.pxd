@@ -1,4 +1,19 @@
 # Kafka record batch v2 (magic 2) builder: C-level API for other kcore modules.
+#
+# Threads (the one place these rules are written). A builder is not thread-safe (as Java's
+# MemoryRecordsBuilder): it has one owner at a time, and only the owner reads or writes its
+# fields and its memory (buf[:cap], or the attached slab):
+# - a ProducerBatch's builder: while the batch is `appending`, the thread that set it, with or
+#   without the GIL (append_raw without it; grow() -> move_to with it); otherwise any thread
+#   holding the GIL. No other thread may call move_to, attach, seal, build or append on it
+#   while it is `appending`: move_to copies pos bytes and gives the old block back under the
+#   writer.
+# - any other builder: the one thread that uses it, with the GIL.
+# Exception: pos only grows, and may be read by any thread without a lock (an aligned word) as a
+#   size hint (ProducerBatch.is_full_c/is_grown_c in the Sender's GIL-free scans): a stale value
+#   is smaller, so a batch is at worst judged less full than it is.
+# build() sets `built` before it lets the GIL go for the CRC: appends meanwhile get RBB_BUILT.
+# nogil: attach, move_to, append_raw, seal: by the owner only (above).
 from cpython.object cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 
@@ -48,7 +63,7 @@ cdef class RecordBatchBuilder:
     # A record that does not fit in it (only possible for the first record, or if max_size >
     # capacity) moves the records to malloc'd memory (owned becomes true). build() leaves the
     # slab unused; after seal() b.buf[:n] must be read before the slab is released.
-    # Not thread-safe (as Java's MemoryRecordsBuilder): callers serialise access.
+    # Threads: see the top of this file.
 
     # Use caller memory of capacity >= RBB_HEADER_SIZE instead of malloc; only before the
     # first append. 0 ok, -1 if records were already appended, it was built, or mem is NULL or

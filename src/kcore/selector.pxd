@@ -1,4 +1,16 @@
 # Socket readiness for the NetworkClient (Java's Selector role); see selector_impl.h.
+#
+# Threads (the one place these rules are written). A Selector belongs to one thread, the
+# NetworkClient's (the Sender thread); no lock. Every field is read and written by that thread
+# only, with the GIL, except in _select's one GIL-free section (the waiting kc_poll, then _io),
+# which, on that same thread, reads _nfds, _fds[:_nfds] (writing their revents) and
+# _chans[:_nfds] without the GIL. _chans borrows each Channel from _channels; both change only
+# with the GIL on the owner thread (register, unregister, set_channel and modify set _dirty, and
+# _select rebuilds before it polls; close stops _select), so no Channel in _chans goes away
+# during the section.
+# nogil: _io: the owner thread, inside _select's section only (after _rebuild).
+# send_buffers and recv_into (module functions) keep no state: any thread (wakeup() writes
+# through send_buffers from caller threads, on its own socket).
 from cpython.ref cimport PyObject
 
 from kcore.channel cimport Channel

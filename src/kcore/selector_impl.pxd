@@ -1,5 +1,8 @@
 # The socket calls of selector_impl.h (poll/writev/recv, or their Winsock forms), for the kcore
 # modules that do socket I/O (selector, channel).
+# Threads: no shared state; all are callable without the GIL, from any thread. kc_sock_errno()
+# reads the calling thread's errno (WSAGetLastError): read it on the thread of the failed call,
+# before any other socket call.
 cdef extern from "selector_impl.h" nogil:
     ctypedef long kc_sock
     ctypedef struct kc_pollfd:

@@ -1,4 +1,8 @@
 # SendPath (see send_path.pyx).
+#
+# Threads (the one place these rules are written): caller threads, with the GIL. No method is
+# nogil and no field is read without the GIL. Fields are set in __init__ and only read after,
+# but `closed` (set by KafkaProducer.close(), any thread).
 from libc.stdint cimport int64_t
 
 from kcore.record_accumulator cimport RecordAccumulator, TopicInfo

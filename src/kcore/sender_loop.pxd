@@ -1,4 +1,8 @@
 # SenderLoop (see sender_loop.pyx): the produce half of the Sender's loop.
+#
+# Threads (the one place these rules are written): the Sender thread alone, with the GIL. No
+# method is nogil and no field is read without the GIL. Other threads only read the counters
+# (requests, batches, records_sent), with the GIL (KafkaProducer.metrics()).
 from libc.stdint cimport int64_t
 
 from kcore.producer_batch cimport ProducerBatch

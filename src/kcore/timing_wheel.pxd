@@ -2,6 +2,9 @@
 # C-level API for other kcore modules (GIL held: items are Python objects):
 #     h = wheel.add_c(deadline_ms, item); wheel.cancel_c(h); fired = wheel.advance_c(now_ms)
 #     if wheel.next_deadline_c(&ms): ...   # earliest pending expiry
+# Threads (the one place these rules are written): one thread per wheel (the SenderLoop's: the
+# Sender thread), with the GIL; no lock, no nogil method, no field read without the GIL. Dropping
+# an item may run Python code (a finalizer): _release finishes the bookkeeping before it.
 from libc.stdint cimport int32_t, int64_t, uint32_t
 
 cdef enum:

@@ -1,4 +1,20 @@
 # TransactionManager (see transaction_manager.pyx): cimported by record_accumulator.
+#
+# Threads (the one place these rules are written):
+# - Written by the Sender thread alone, with the GIL (drain()'s assign, response handling,
+#   producer id changes), no lock. Other threads read only fatal_error, with the GIL
+#   (SendPath._check_usable).
+# - Read without the GIL by the Sender thread only (drain()'s choice from _NOGIL_QUEUES queues
+#   on: RecordAccumulator._select -> _drainable -> may_drain_c): _producer_id, _producer_epoch,
+#   _reset_pending, max_in_flight; a _Partition's count, acked, last_sequence, unwritten_from;
+#   the batch's base_sequence, seq_producer_id, seq_producer_epoch (also written by the Sender
+#   only, once the batch is queued). No lock: the reader is the one writer.
+# - _Partition.count and last_sequence mirror in_flight for those readers: _changed() after every
+#   change to in_flight. _partitions keeps each _Partition for good, so a borrowed entry stays
+#   valid while the manager lives.
+# nogil: may_drain_c, _may_drain, _in_epoch_c: the Sender thread; entry a non-NULL _Partition of
+#   the batch's partition (partition_entry), batch a compiled ProducerBatch its caller keeps
+#   alive (its queue's lock held).
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
@@ -40,8 +56,7 @@ cdef class TransactionManager:
     cdef int _remove(self, object batch, bint acked) except -1
     # For other kernels: as can_drain, assign and remove, reading the batch's C fields.
     cdef bint can_drain_c(self, ProducerBatch batch) except -1
-    # can_drain without the GIL (on the Sender thread, which alone changes this state):
-    # entry is the batch's _Partition (from partition_entry), batch a compiled ProducerBatch.
+    # can_drain without the GIL (see the top of this file for who may call it and with what).
     cdef bint may_drain_c(self, PyObject* entry, PyObject* batch) noexcept nogil
     cdef bint _may_drain(self, PyObject* entry, int64_t seq, bint in_epoch) noexcept nogil
     cdef bint _in_epoch_c(self, PyObject* batch) noexcept nogil

@@ -1,4 +1,5 @@
 # Zigzag varints (Kafka record fields) and unsigned varints (flexible protocol versions).
+# Threads: pure functions, no shared state: callable without the GIL, from any thread.
 from libc.stdint cimport int64_t, uint64_t, uint8_t
 
 # Bytes needed / written; buf must have room for 10 bytes.
