@@ -5,8 +5,10 @@ waits for memory while another thread's writer holds the open batch, a batch who
 raises in drain(), a release that raises, and a fork while the pool is in use."""
 import gc
 import os
+import sys
 import threading
 import time
+import types
 
 import cramjam
 import pytest
@@ -263,3 +265,14 @@ def test_a_forked_child_never_waits_on_the_pool_lock(k):
         for t in threads:
             t.join(10)
     assert pool.available_memory == 1 << 20
+
+
+def test_a_list_column_while_another_thread_imports_pyarrow(k, monkeypatch):
+    """pyarrow half imported by another thread (in sys.modules, no Array yet): a list column
+    is still just a list (it raised AttributeError)."""
+    acc, _, bp = _paths(k, FakeMetadata())
+    monkeypatch.setitem(sys.modules, "pyarrow", types.ModuleType("pyarrow"))
+    bp.send("t", [b"v0", b"v1"], partitions=[0, 0])
+    batches = _drain_all(acc)
+    assert _values(batches) == [b"v0", b"v1"]
+    _complete(acc, batches)

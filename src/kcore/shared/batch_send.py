@@ -11,9 +11,14 @@ _MAX_TS = 1 << 62
 
 
 def _arrow(obj):
-    """pyarrow, if obj is a pyarrow Array or ChunkedArray (pyarrow is never imported here)."""
+    """pyarrow, if obj is a pyarrow Array or ChunkedArray (pyarrow is never imported here; a
+    list is told apart by its type's module, so pyarrow half imported by another thread is
+    never looked at for it)."""
+    if not type(obj).__module__.startswith("pyarrow"):
+        return None
     pa = sys.modules.get("pyarrow")
-    if pa is not None and isinstance(obj, (pa.Array, pa.ChunkedArray)):
+    types = (getattr(pa, "Array", None), getattr(pa, "ChunkedArray", None))
+    if None not in types and isinstance(obj, types):
         return pa
     return None
 
