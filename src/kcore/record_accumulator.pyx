@@ -130,7 +130,10 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t cap = self._queues_cap
         if dq is not None:
             return dq
-        dq = PartitionQueue(tp)
+        dq = PartitionQueue(tp)  # may run the collector, and so another thread:
+        other = self._deques.get(tp)
+        if other is not None:    # which made the queue meanwhile
+            return other
         if self._nqueues == cap:
             cap = cap * 2 if cap else 16
             grown = <PyObject**>malloc(cap * sizeof(PyObject*))
@@ -190,11 +193,18 @@ cdef class RecordAccumulator:
                 None if self._seeds is None else self._seeds.getrandbits(64))))
         parts = cluster.partitions_for_topic(topic)
         count = max(parts) + 1 if parts else 0
-        while len(info.deques) < count:
-            tp = TopicPartition(topic, len(info.deques))
-            info.tps.append(tp)
-            info.deques.append(self._queue(tp))
-        info.num_partitions = count
+        # New lists, published at once: making a queue may let another thread in here (or
+        # read them), which must never see tps and deques out of step.
+        tps, deques = list(info.tps), list(info.deques)
+        while len(deques) < count:
+            tp = TopicPartition(topic, len(deques))
+            dq = self._queue(tp)
+            tps.append(tp)
+            deques.append(dq)
+        if len(deques) > len(info.deques):
+            info.tps, info.deques = tps, deques
+        if count > info.num_partitions:
+            info.num_partitions = count
         info.partitioner._update_partitions(
             sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
         info.version = version

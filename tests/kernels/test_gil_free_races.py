@@ -276,3 +276,45 @@ def test_a_list_column_while_another_thread_imports_pyarrow(k, monkeypatch):
     batches = _drain_all(acc)
     assert _values(batches) == [b"v0", b"v1"]
     _complete(acc, batches)
+
+
+@pytest.mark.parametrize("nth", range(1, 9))
+def test_a_topic_update_interleaved_with_another_keeps_partitions_in_step(k, nth):
+    """Making a queue for a new partition may run the collector, and so another thread's (or
+    a finalizer's) update of the same topic: the partitions and their queues stay in step, one
+    queue each (they were shifted: a batch for partition p went into p+1's queue, under p's
+    name, and two queues sent one partition's batches out of order)."""
+    meta = FakeMetadata(2)
+    acc, sp, _ = _paths(k, meta)
+    acc.topic_info("t")
+    _grow_topic(meta, 8)
+    starts = []
+
+    def collecting(phase, _info):  # the nth collection: another update of the topic
+        if phase == "start":
+            starts.append(1)
+            if len(starts) == nth:
+                acc.topic_info("t")
+
+    gc.callbacks.append(collecting)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)  # a collection at (nearly) every allocation
+    try:
+        info = acc.topic_info("t")
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collecting)
+    n = info.num_partitions
+    assert n == 8 and len(starts) >= nth
+    assert [tp.partition for tp in info.tps[:n]] == list(range(8))
+    assert [dq.tp for dq in info.deques[:n]] == info.tps[:n]
+    futures = [sp.send("t", b"v%d" % p, partition=p) for p in range(8)]
+    acc.begin_flush()
+    batches = []
+    while acc.has_undrained():
+        for drained in acc.drain(meta.cluster, {0}, 1 << 20, 10**12).values():
+            batches.extend(drained)
+    assert sorted((b.topic_partition.partition, _values([b])) for b in batches) == \
+        [(p, [b"v%d" % p]) for p in range(8)]
+    _complete(acc, batches)
+    assert [f.get(0).partition for f in futures] == list(range(8))

@@ -77,11 +77,16 @@ class RecordAccumulator:
                     None if self._seeds is None else self._seeds.getrandbits(64))))
             parts = cluster.partitions_for_topic(topic)
             count = max(parts) + 1 if parts else 0
-            while len(info.deques) < count:
-                tp = TopicPartition(topic, len(info.deques))
-                info.tps.append(tp)
-                info.deques.append(self._queue(tp))
-            info.num_partitions = count
+            # New lists, published at once: a finalizer run while they are made may come in
+            # here again (the lock is this thread's), and must not see them out of step.
+            tps, deques = list(info.tps), list(info.deques)
+            while len(deques) < count:
+                tp = TopicPartition(topic, len(deques))
+                tps.append(tp)
+                deques.append(self._queue(tp))
+            if len(deques) > len(info.deques):
+                info.tps, info.deques = tps, deques
+            info.num_partitions = max(info.num_partitions, count)
             info.partitioner.update_partitions(
                 sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
             info.version = version
