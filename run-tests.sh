@@ -2,8 +2,8 @@
 # The whole test suite on a fresh machine: installs what it needs (a JDK, Maven and Kerberos if
 # missing, .venv with pyprod built from source and its test extras, the Kafka jars via Maven),
 # then runs every test on the compiled kcore, then the kernels, fuzz targets, network client and a
-# round trip again on the pure twins, then the kernel and producer unit tests on kcore built with
-# ASan and UBSan (scripts/sanitize.sh).
+# round trip again on the pure twins, then the kernel and producer unit tests and the concurrency
+# stress rounds on kcore built with ASan and UBSan (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # kcore under AddressSanitizer and UndefinedBehaviorSanitizer (Linux, gcc): builds a private copy
 # of src/kcore with the sanitizers compiled in (a temp dir; the in-tree .so files are untouched),
-# then runs the kernel and producer unit tests on it (or the pytest arguments given).
-#   scripts/sanitize.sh                       tests/kernels tests/producer tests/fuzz
+# then runs the kernel and producer unit tests and the stress rounds (a real broker) on it (or
+# the pytest arguments given).
+#   scripts/sanitize.sh                       tests/kernels tests/producer tests/fuzz and
+#                                             tests/integration/test_concurrency_stress.py
 #   scripts/sanitize.sh tests/kernels/test_crc.py -x
 # CPython itself is not instrumented: libasan is LD_PRELOADed so its runtime comes first.
 # detect_leaks=0: CPython keeps its interned objects and module state alive at exit by design.
@@ -38,7 +40,7 @@ if ! (cd "$work" && CFLAGS="$flags -O1 -g" LDFLAGS="-fsanitize=address,undefined
   exit 1
 fi
 
-[ $# -gt 0 ] || set -- tests/kernels tests/producer tests/fuzz
+[ $# -gt 0 ] || set -- tests/kernels tests/producer tests/fuzz tests/integration/test_concurrency_stress.py
 say "python -m pytest $* (sanitized kcore)"
 # The plugin stops the session unless every kcore module is the sanitized one.
 env -u PYPROD_NO_EXTENSIONS \

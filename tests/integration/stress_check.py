@@ -121,6 +121,8 @@ def verify(manifest: dict | None, read: list) -> tuple[Findings, dict]:
             bad.add("timestamp differs", f"{what}: sent {ts}, read {r.timestamp}")
         if state == "refused":
             bad.add("record of a call that raised was sent", what)
+        if key is not None and r.partition not in _key_places(key, manifest):
+            bad.add("keyed record in a partition its key never maps to", what)
         if state == "acked" and part is not None and (part, off) != (r.partition, r.offset):
             bad.add("send() metadata names another place", f"{what}: metadata says {part}@{off}")
         prev = last.get((rid[0], r.partition))
@@ -151,6 +153,15 @@ def verify(manifest: dict | None, read: list) -> tuple[Findings, dict]:
                 bad.add("in the round: " + kind, e, n if i == 0 else 0)
     figures = dict(read=len(read), acked=len(acked), intact=len(seen))
     return bad, figures
+
+
+def _key_places(key, manifest):
+    """The partitions Java's murmur2 puts key in, for each partition count the topic had
+    (kafka-python's murmur2: not this project's)."""
+    from kafka.partitioner.default import murmur2
+
+    h = murmur2(key) & 0x7FFFFFFF
+    return {h % n for n in manifest.get("counts") or (2, 8, 16)}
 
 
 @dataclasses.dataclass

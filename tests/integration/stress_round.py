@@ -542,7 +542,7 @@ def main(argv=None):
     with open(args.manifest, "w") as f:
         json.dump(dict(records=[[tid, seq, *v] for (tid, seq), v in rnd.records.items()],
                        calls=rnd.calls, errors=rnd.errors, error_counts=rnd.error_counts,
-                       covered=rnd.covered, partitions=partitions,
+                       covered=rnd.covered, partitions=partitions, counts=[2] + args.grow,
                        config=dict(config, switch_interval=switch)), f)
     return 0
 
