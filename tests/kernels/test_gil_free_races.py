@@ -318,3 +318,15 @@ def test_a_topic_update_interleaved_with_another_keeps_partitions_in_step(k, nth
         [(p, [b"v%d" % p]) for p in range(8)]
     _complete(acc, batches)
     assert [f.get(0).partition for f in futures] == list(range(8))
+
+
+def test_memory_goes_back_when_making_a_batch_raises(k):
+    """send() took memory for a new batch, then making the batch raised: the memory goes back
+    to the pool (compiled: it was kept for good)."""
+    acc, sp, _ = _paths(k, FakeMetadata())
+    acc.compression_type = "no-such-codec"  # ProducerBatch(...) refuses it
+    for _ in range(3):
+        with pytest.raises(Exception):
+            sp.send("t", b"v", partition=0)
+    assert acc.pool.available_memory == acc.pool.total_memory
+    assert not acc.has_undrained() and not acc.has_incomplete()
