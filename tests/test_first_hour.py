@@ -83,9 +83,14 @@ def test_console_script_help(name):
 
 
 def _readme_commands():
-    """Each command line of the README's bash blocks, continuation lines joined."""
-    with open(os.path.join(ROOT, "README.md")) as f:
-        blocks = re.findall(r"^```bash\n(.*?)^```", f.read(), re.M | re.S)
+    """Each command line of the bash blocks of the README and docs/, continuation lines
+    joined."""
+    docs = os.path.join(ROOT, "docs")
+    blocks = []
+    for path in [os.path.join(ROOT, "README.md")] + sorted(
+            os.path.join(docs, name) for name in os.listdir(docs) if name.endswith(".md")):
+        with open(path) as f:
+            blocks += re.findall(r"^```bash\n(.*?)^```", f.read(), re.M | re.S)
     for block in blocks:
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split(" #", 1)[0].strip()
