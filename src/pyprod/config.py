@@ -235,6 +235,10 @@ def _check_security(config):
         sasl.check_config(config)
     if config["transactional_id"] is not None:
         raise KafkaConfigurationError("transactional_id: transactions are not supported yet")
+    for key in ("proxy_url", "socks5_proxy"):  # refused: never connect direct in silence
+        if config[key] is not None:
+            raise KafkaConfigurationError("%s: connecting through a proxy is not supported yet"
+                                          % key)
 
 
 def _check_idempotence(config, user):

@@ -71,3 +71,12 @@ def test_batch_max_size():
     for bad in (0, -1, 1.5, "1000", True):
         with pytest.raises(KafkaConfigurationError):
             config.build(batch_max_size=bad)
+
+
+@pytest.mark.parametrize("key", ["proxy_url", "socks5_proxy"])
+def test_a_proxy_is_refused_not_ignored(key):
+    """No proxy support yet: a program that sets one must not connect straight to the brokers
+    without being told."""
+    assert config.build()[key] is None
+    with pytest.raises(KafkaConfigurationError, match="%s: connecting through a proxy" % key):
+        config.build(**{key: "socks5://127.0.0.1:1080"})
