@@ -652,19 +652,15 @@ cdef class _Call:
                     # the topic gained after this call sized its slots (a hint: checked).
                     part = self.partitioner.sticky
                     sticky = True
-                    if part >= self.nparts:
-                        self.values.ci, self.values.pos = vci, vpos
-                        self.keys.ci, self.keys.pos = kci, kpos
-                        self.i = i
-                        self.stop_part = part
-                        return WALK_WIDEN
-            slot = &self.slots[part] if part >= 0 else NULL
-            if slot == NULL or slot.batch == NULL:
+            # Explicit and keyed partitions are below nparts; only the sticky one can be past
+            if part < 0 or part >= self.nparts or self.slots[part].batch == NULL:
                 self.values.ci, self.values.pos = vci, vpos
                 self.keys.ci, self.keys.pos = kci, kpos
                 self.i = i
                 self.stop_part, self.stop_size = part, size
-                return WALK_NO_STICKY if slot == NULL else WALK_NO_BATCH
+                return WALK_NO_STICKY if part < 0 else \
+                    WALK_WIDEN if part >= self.nparts else WALK_NO_BATCH
+            slot = &self.slots[part]
             ts = self.now
             if self.stamps != NULL and self.stamps[i] >= 0:
                 ts = self.stamps[i]

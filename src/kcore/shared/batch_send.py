@@ -60,7 +60,8 @@ def _binary_rows(obj, name, serializer, topic, headers, n):
     out = []
     for i, item in enumerate(obj):
         if i == n:
-            _same_len(range(n + 1), name, n)  # more entries than len() said: raises
+            raise ValueError("%s changed during send_batch: more than the %d entries expected"
+                             % (name, n))
         if serializer is not None and item is not None:
             item = serializer(topic, headers[i], item)
         if item is None or type(item) is bytes:
