@@ -193,20 +193,21 @@ cdef class RecordAccumulator:
                 None if self._seeds is None else self._seeds.getrandbits(64))))
         parts = cluster.partitions_for_topic(topic)
         count = max(parts) + 1 if parts else 0
-        # New lists, published at once: making a queue may let another thread in here (or
-        # read them), which must never see tps and deques out of step.
+        # Making a queue may let another thread in here, or read the lists: new ones, then
+        # published together with no Python code between, unless newer metadata was meanwhile.
         tps, deques = list(info.tps), list(info.deques)
         while len(deques) < count:
             tp = TopicPartition(topic, len(deques))
             dq = self._queue(tp)
             tps.append(tp)
             deques.append(dq)
+        available = sorted(cluster.available_partitions_for_topic(topic) or parts or ())
+        if version < info.version:
+            return info if info.num_partitions else None
         if len(deques) > len(info.deques):
             info.tps, info.deques = tps, deques
-        if count > info.num_partitions:
-            info.num_partitions = count
-        info.partitioner._update_partitions(
-            sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
+        info.num_partitions = count
+        info.partitioner._update_partitions(available, count)
         info.version = version
         return info if count else None
 

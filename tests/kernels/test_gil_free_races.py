@@ -330,3 +330,31 @@ def test_memory_goes_back_when_making_a_batch_raises(k):
             sp.send("t", b"v", partition=0)
     assert acc.pool.available_memory == acc.pool.total_memory
     assert not acc.has_undrained() and not acc.has_incomplete()
+
+
+def test_an_older_topic_update_never_undoes_a_newer_one(k):
+    """The other update (a gc callback while this one makes queues) saw newer metadata: this
+    one, which read older metadata, leaves the topic as the newer one left it."""
+    meta = FakeMetadata(2)
+    acc, _, _ = _paths(k, meta)
+    acc.topic_info("t")
+    _grow_topic(meta, 8)
+    done = []
+
+    def collecting(phase, _info):
+        if phase == "start" and not done:
+            done.append(1)
+            _grow_topic(meta, 16)  # newer metadata, seen by the other update only
+            acc.topic_info("t")
+
+    gc.callbacks.append(collecting)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        info = acc.topic_info("t")
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collecting)
+    assert done and info.num_partitions == 16 and info.version == meta.version
+    assert [dq.tp.partition for dq in info.deques[:16]] == list(range(16))
+    assert info.partitioner.num_partitions == 16

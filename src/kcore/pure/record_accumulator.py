@@ -77,16 +77,18 @@ class RecordAccumulator:
                     None if self._seeds is None else self._seeds.getrandbits(64))))
             parts = cluster.partitions_for_topic(topic)
             count = max(parts) + 1 if parts else 0
-            # New lists, published at once: a finalizer run while they are made may come in
-            # here again (the lock is this thread's), and must not see them out of step.
+            # A finalizer run while queues are made may come in here again (the lock is this
+            # thread's): new lists, published together, unless newer metadata was meanwhile.
             tps, deques = list(info.tps), list(info.deques)
             while len(deques) < count:
                 tp = TopicPartition(topic, len(deques))
                 tps.append(tp)
                 deques.append(self._queue(tp))
+            if version < info.version:
+                return info if info.num_partitions else None
             if len(deques) > len(info.deques):
                 info.tps, info.deques = tps, deques
-            info.num_partitions = max(info.num_partitions, count)
+            info.num_partitions = count
             info.partitioner.update_partitions(
                 sorted(cluster.available_partitions_for_topic(topic) or parts or ()), count)
             info.version = version
