@@ -29,7 +29,7 @@ from kcore.varint cimport write_varint
 from kcore.future import BatchFuture
 from kcore.record_accumulator import _too_large
 from kcore.send_path import _not_in_metadata
-from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from kcore.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
 include "shared/batch_send.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
 

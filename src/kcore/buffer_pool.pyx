@@ -15,7 +15,7 @@ from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc, realloc
 from operator import index
 
-from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
+from kcore.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
 
 from kcore.region_impl cimport *
 from kcore.sync_impl cimport *

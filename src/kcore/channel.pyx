@@ -17,7 +17,7 @@ from kcore.selector_impl cimport (KC_EAGAIN, KC_EINTR, KC_POLLERR, KC_POLLIN, KC
 import errno
 import os
 
-from pyprod.errors import InvalidReceiveError
+from kcore.errors import InvalidReceiveError
 
 __all__ = ["Channel", "RECV_CHUNK", "INBOX"]
 

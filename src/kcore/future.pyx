@@ -12,7 +12,7 @@ from libc.stdint cimport int64_t
 
 import threading
 
-from pyprod.errors import KafkaTimeoutError
+from kcore.errors import KafkaTimeoutError
 
 include "shared/future.py"  # the result types, Future and BatchFuture, compiled in here
 

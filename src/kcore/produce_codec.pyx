@@ -12,7 +12,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from pyprod.errors import KafkaProtocolError
+from kcore.errors import KafkaProtocolError
 
 __all__ = ["encode_produce_body", "decode_produce_response"]
 

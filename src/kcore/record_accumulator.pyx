@@ -29,7 +29,7 @@ import time
 
 from kcore.buffer_pool import BufferPool as _BufferPool
 from kcore.future import TopicPartition
-from pyprod.errors import IllegalStateError, KafkaTimeoutError
+from kcore.errors import IllegalStateError, KafkaTimeoutError
 
 include "shared/record_accumulator.py"  # ReadyCheckResult and the too-large error
 

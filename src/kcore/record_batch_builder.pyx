@@ -24,7 +24,7 @@ import cramjam
 
 include "shared/lz4_frame.py"
 
-from pyprod.errors import IllegalStateError, UnsupportedCodecError
+from kcore.errors import IllegalStateError, UnsupportedCodecError
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL

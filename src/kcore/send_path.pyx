@@ -16,7 +16,7 @@ from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 import time
 
 from kcore.record_accumulator import _too_large
-from pyprod.errors import IllegalStateError
+from kcore.errors import IllegalStateError
 
 include "shared/send_path.py"  # send()'s record checks and custom_partition, compiled in here
 

@@ -10,7 +10,7 @@ from kcore.transaction_manager cimport TransactionManager
 
 import kcore.network_poll as _network_poll_module
 from kcore.produce_codec import decode_produce_response, encode_produce_body
-from pyprod.errors import KafkaError, UnknownError
+from kcore.errors import KafkaError, UnknownError
 
 include "shared/sender_loop.py"  # expiry and the produce step of each loop
 

@@ -4,7 +4,7 @@ from cpython.number cimport PyNumber_Index
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint64_t, uint8_t
 
-from pyprod.errors import CorruptRecordError
+from kcore.errors import CorruptRecordError
 
 __all__ = [
     "encode_varint", "decode_varint", "size_of_varint",

@@ -6,6 +6,8 @@ the BufferPool). Java-style dotted names (``linger.ms``) map to these by ``from_
 import itertools
 import socket
 
+from pyprod import sasl
+from pyprod.config_values import number_from_text  # noqa: F401 (config.number_from_text)
 from pyprod.errors import KafkaConfigurationError
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
@@ -95,17 +97,6 @@ _POSITIVE = (
 )
 _client_ids = itertools.count(1)
 BATCH_MAX_SIZE = 256 * 1024  # batch_max_size's default, if batch_size is smaller
-
-
-def number_from_text(text):
-    """int, else float, of a config value given as text; KafkaConfigurationError otherwise."""
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            raise KafkaConfigurationError("expected a number, got text") from None
 
 
 def from_java_names(props):
@@ -231,7 +222,6 @@ def _check_security(config):
     if proto not in SECURITY_PROTOCOLS:
         raise KafkaConfigurationError("security_protocol must be one of %s" % (SECURITY_PROTOCOLS,))
     if proto.startswith("SASL_"):
-        from pyprod import sasl
         sasl.check_config(config)
     if config["transactional_id"] is not None:
         raise KafkaConfigurationError("transactional_id: transactions are not supported yet")

@@ -25,7 +25,7 @@ import socket
 
 from kcore import Selector, network_poll, recv_into, send_buffers
 from pyprod import errors, node_api_versions
-from pyprod.client_response import ClientResponse
+from kcore import ClientResponse
 from pyprod.connection import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,
                                HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP, BrokerConnection,
                                ExponentialBackoff, decoded)

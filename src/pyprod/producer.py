@@ -21,7 +21,7 @@ from pyprod.network_client import NetworkClient
 from pyprod.sasl_authenticator import SaslClientAuthenticator
 from pyprod.sender import Sender, now_ms
 from pyprod.ssl_factory import create_ssl_context
-from pyprod.transaction_manager import TransactionManager
+from kcore import TransactionManager
 
 log = logging.getLogger(__name__)
 

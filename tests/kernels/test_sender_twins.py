@@ -15,7 +15,7 @@ from kafka.record import MemoryRecords
 from pyprod import config
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.producer import accumulator_settings, send_settings
-from pyprod.transaction_manager import TransactionManager
+from kcore import TransactionManager
 
 TS0 = 1_700_000_000_000
 NOW0 = 10 ** 12  # the Sender's clock (ms): far past every batch's creation

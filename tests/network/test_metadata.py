@@ -52,7 +52,7 @@ class TestCluster:
         assert c.broker_metadata(99) is None
 
     def test_kafka_python_topic_partition(self):
-        from pyprod.future import TopicPartition
+        from kcore import TopicPartition
         assert make_cluster({0: 3}).leader_for_partition(TopicPartition("t", 0)) == 3
 
     def test_bad_tp(self):

@@ -109,7 +109,7 @@ def test_a_failing_callback_is_logged_and_the_others_still_run(caplog):
         raise RuntimeError("user bug")
     futures[0].add_callback(boom).add_callback(seen.append).add_errback(seen.append)
     futures[1].add_callback(seen.append)
-    with caplog.at_level("ERROR", logger="pyprod.future"):
+    with caplog.at_level("ERROR", logger="kcore.future"):
         result.done(base_offset=0)
     assert [m.offset for m in seen] == [0, 1]
     logged = [r for r in caplog.records if r.getMessage().startswith("Error in producer callback")]

@@ -9,7 +9,7 @@ from pyprod import sender as sender_module
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.protocol import init_producer_id, produce
 from pyprod.producer import accumulator_settings, sender_for
-from pyprod.transaction_manager import TransactionManager
+from kcore import TransactionManager
 
 T0 = 1_000_000
 PRODUCE_V = 9

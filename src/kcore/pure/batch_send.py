@@ -19,7 +19,7 @@ from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
 from kcore.shared.batch_send import prepare_rows
 from kcore.shared.record_accumulator import _too_large
 from kcore.shared.send_path import _not_in_metadata
-from pyprod.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from kcore.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
 __all__ = ["BatchSendPath", "prepare_rows"]
 

@@ -13,7 +13,7 @@ from collections import deque
 from operator import index
 from time import monotonic
 
-from pyprod.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
+from kcore.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
 
 __all__ = ["BufferPool", "PoolBuffer"]
 

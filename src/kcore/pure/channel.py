@@ -12,7 +12,7 @@ The compiled twin keeps both streams in C (kcore/channel.pyx), so the Sender's l
 them without the GIL.
 """
 from kcore.pure.selector import MAX_IOV, recv_into, send_buffers
-from pyprod.errors import InvalidReceiveError
+from kcore.errors import InvalidReceiveError
 
 __all__ = ["Channel", "RECV_CHUNK", "INBOX"]
 

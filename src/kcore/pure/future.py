@@ -9,7 +9,7 @@ import threading
 
 from kcore.shared.future import (BatchFuture, BatchMetadata, Future, RecordMetadata,  # noqa: F401
                                  TopicPartition, _Callbacks, _notify, _piece_of)
-from pyprod.errors import KafkaTimeoutError
+from kcore.errors import KafkaTimeoutError
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
            "Future", "BatchFuture", "BatchMetadata"]

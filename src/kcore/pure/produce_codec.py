@@ -17,7 +17,7 @@ reader, as the compiled twin does), so kcore needs nothing of pyprod but its err
 """
 import struct
 
-from pyprod.errors import KafkaProtocolError
+from kcore.errors import KafkaProtocolError
 
 __all__ = ["encode_produce_body", "decode_produce_response"]
 

@@ -15,7 +15,7 @@ from kcore.pure.future import TopicPartition
 from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
 from kcore.shared.record_accumulator import ReadyCheckResult, _build_failed
-from pyprod.errors import IllegalStateError
+from kcore.errors import IllegalStateError
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 

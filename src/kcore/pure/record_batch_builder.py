@@ -8,7 +8,7 @@ import cramjam
 from kcore.pure.crc import crc32c
 from kcore.shared.lz4_frame import lz4_frame
 from kcore.pure.varint import encode_varint
-from pyprod.errors import IllegalStateError, UnsupportedCodecError
+from kcore.errors import IllegalStateError, UnsupportedCodecError
 
 __all__ = ["RecordBatchBuilder", "RECORD_BATCH_HEADER_SIZE"]
 

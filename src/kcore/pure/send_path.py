@@ -15,7 +15,7 @@ from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
 from kcore.shared.record_accumulator import _too_large
 from kcore.shared.send_path import (_INT32_MAX, _INT64_MAX, _as_bytes, _check_headers,
                                     _forked_error, _not_in_metadata, custom_partition)
-from pyprod.errors import IllegalStateError
+from kcore.errors import IllegalStateError
 
 __all__ = ["SendPath", "custom_partition", "fork_generation"]
 

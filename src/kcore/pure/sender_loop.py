@@ -18,7 +18,7 @@ from kcore.pure.produce_codec import decode_produce_response, encode_produce_bod
 from kcore.pure.timing_wheel import TimingWheel
 from kcore.pure import network_poll
 from kcore.shared.sender_loop import _fail_expired, _run, _run_once, _send_producer_data
-from pyprod.errors import KafkaError, UnknownError
+from kcore.errors import KafkaError, UnknownError
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 

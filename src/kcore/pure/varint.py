@@ -2,7 +2,7 @@
 from operator import index
 from sys import maxsize
 
-from pyprod.errors import CorruptRecordError
+from kcore.errors import CorruptRecordError
 
 __all__ = [
     "encode_varint", "decode_varint", "size_of_varint",

@@ -8,9 +8,9 @@ import functools
 import logging
 import threading
 
-from pyprod.errors import KafkaTimeoutError
+from kcore.errors import BatchDeliveryError, KafkaTimeoutError
 
-log = logging.getLogger("pyprod.future")
+log = logging.getLogger("kcore.future")
 
 TopicPartition = collections.namedtuple("TopicPartition", ["topic", "partition"],
                                         module=__name__)
@@ -208,7 +208,6 @@ class BatchFuture(_Callbacks):
         if failures:
             failures.sort(key=lambda f: f[0])
             ok = self.record_count - len(failures)
-            from pyprod.errors import BatchDeliveryError
             self.exception = BatchDeliveryError(failures, ok)
         else:
             self.value = BatchMetadata(self.topic, self.record_count,

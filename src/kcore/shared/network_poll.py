@@ -15,7 +15,7 @@ import ssl
 import sys
 import time
 
-from pyprod.errors import (CorrelationIdError, IllegalStateError, KafkaConnectionError,
+from kcore.errors import (CorrelationIdError, IllegalStateError, KafkaConnectionError,
                            KafkaError, RequestTimedOutError)
 
 # kcore exports these names, and the module itself as kcore.network_poll (its functions)
@@ -23,7 +23,7 @@ __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
            "ClientResponse"]
 
-_log = logging.getLogger("pyprod.network_client")
+_log = logging.getLogger("kcore.network_poll")
 
 # Connection states (BrokerConnection.state)
 DISCONNECTED = "DISCONNECTED"

@@ -3,7 +3,7 @@ kcore/shared/__init__.py): the Sender's ReadyCheckResult, and the error for a re
 for a request or for the buffer memory."""
 import collections
 
-from pyprod.errors import KafkaError, MessageSizeTooLargeError
+from kcore.errors import KafkaError, MessageSizeTooLargeError
 
 ReadyCheckResult = collections.namedtuple(
     "ReadyCheckResult", ["ready_nodes", "next_ready_check_delay_ms", "unknown_leader_topics"],

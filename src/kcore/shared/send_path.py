@@ -1,7 +1,7 @@
 """send()'s record checks and the user partitioner, the same in both implementations (see
 kcore/shared/__init__.py): serialized key/value and header checks, the error for a topic not in
 the metadata, and the call of a kafka-python style ``partitioner``."""
-from pyprod.errors import IllegalStateError, KafkaTimeoutError
+from kcore.errors import IllegalStateError, KafkaTimeoutError
 
 _BYTES = (bytes, bytearray, memoryview)
 _INT32_MAX, _INT64_MAX = (1 << 31) - 1, (1 << 63) - 1  # partition, timestamp_ms bounds

@@ -11,9 +11,9 @@ authentication."""
 import logging
 import time
 
-from pyprod.errors import KafkaError, KafkaTimeoutError
+from kcore.errors import KafkaError, KafkaTimeoutError
 
-log = logging.getLogger("pyprod.sender")
+log = logging.getLogger("kcore.sender_loop")
 _PRODUCE = 0  # the Produce API key
 _QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
 

@@ -7,7 +7,7 @@ with the highest version the broker names. An UNSUPPORTED_VERSION answer in neit
 """
 import re
 
-from pyprod import __version__
+from pyprod.version import __version__
 from pyprod.errors import IncompatibleBrokerVersion, KafkaProtocolError, UnsupportedVersionError
 
 from .wire import Api, Field, Struct, as_reader

@@ -26,7 +26,7 @@ import re
 import threading
 import time
 
-from pyprod.config import number_from_text
+from pyprod.config_values import number_from_text
 from pyprod.errors import KafkaConfigurationError
 
 __all__ = ["UnsecuredTokenProvider"]
