@@ -2,9 +2,9 @@
 # The main job on a fresh machine: install what is missing (a JDK, Maven and Kerberos, .venv with
 # pyprod built from source), start a local Kafka broker, publish through pyprod, print the
 # throughput, read everything back with an independent client and check it. Options go to
-# `python -m pyprod.demo` (e.g. --records 200000; --help lists them).
+# `python examples/demo.py` (e.g. --records 200000; --help lists them).
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
-echo "run-demo: python -m pyprod.demo${*:+ $*}"
-python -m pyprod.demo "$@"
+echo "run-demo: python examples/demo.py${*:+ $*}"
+python examples/demo.py "$@"

@@ -34,7 +34,7 @@ class MockBroker(compare.Broker):
     or a with block."""
 
     def start(self) -> "MockBroker":
-        from pyprod.testing.mock_cluster import MockCluster
+        from tests.harness.mock_cluster import MockCluster
         self.cluster = MockCluster(brokers=1).start()
         self.bootstrap = self.cluster.cluster_bootstraps()
         return self

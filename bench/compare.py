@@ -45,6 +45,8 @@ try:
     import pyprod  # noqa: F401
 except ImportError:  # a source checkout without an install
     sys.path.insert(0, os.path.join(REPO, "src"))
+if REPO not in sys.path:  # tests.harness (read-back, the secured broker)
+    sys.path.insert(1, REPO)
 
 from pyprod.perf import LatencyRecorder, Pacer, latency_summary  # noqa: E402
 
@@ -267,7 +269,7 @@ def _run_confluent(spec):
     if spec["batch_size"]:
         conf["batch.size"] = spec["batch_size"]
     if spec.get("security_config"):
-        from pyprod.testing.readback import confluent_security
+        from tests.harness.readback import confluent_security
         conf.update(confluent_security(spec["security_config"]))
     p = Producer(conf)
     topic, value, keys, n = spec["topic"], _value(spec["value_size"]), _keys(spec), spec["records"]
@@ -518,7 +520,7 @@ class Broker:
     def __enter__(self):
         if not self.bootstrap:
             from pyprod.testing import KafkaCluster
-            from pyprod.testing.security import SecureKafkaCluster
+            from tests.harness.security import SecureKafkaCluster
             print("starting a 1-node Kafka broker ...", file=sys.stderr, flush=True)
             self.cluster = (SecureKafkaCluster(kerberos=False) if self.secured
                             else KafkaCluster(nodes=1)).start()

@@ -2,11 +2,11 @@
 
 One 3-node Apache Kafka cluster (KRaft, replication factor 3, min.insync.replicas=2). Each
 client, in turn, writes the same keyed records (acks=all, idempotence on) to a fresh 6-partition
-topic while pyprod.testing's FaultInjector rotates faults over the brokers: SIGKILL of a
+topic while tests.harness's FaultInjector rotates faults over the brokers: SIGKILL of a
 partition leader and restart, SIGSTOP/SIGCONT of a leader for 3 s, graceful restart of a leader,
 SIGKILL of the active controller and restart (the cluster whole again, ISR >= 2, before the next).
 The records are paced so that they span every fault. The topic is then read back with
-kafka-python and audited (pyprod.testing.fault_run): futures never completed, acknowledged
+kafka-python and audited (tests.harness.fault_run): futures never completed, acknowledged
 records lost, duplicates, per-key order, acknowledged offsets, and the sequence numbers the
 leaders stored (DumpLogSegments).
 
@@ -33,12 +33,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.dirname(HERE))  # the repository root: tests.harness
 
 import compare  # noqa: E402
-from pyprod.testing.fault_injector import KINDS  # noqa: E402
-from pyprod.testing.fault_run import (  # noqa: E402
-    CLIENTS, PRODUCER_CONFIG, SHORT_DELIVERY_TIMEOUT, run_under_faults)
 from pyprod.testing.kafka_cluster import KafkaCluster  # noqa: E402
+from tests.harness.fault_injector import KINDS  # noqa: E402
+from tests.harness.fault_run import (  # noqa: E402
+    CLIENTS, PRODUCER_CONFIG, SHORT_DELIVERY_TIMEOUT, run_under_faults)
 
 PARTITIONS = 6
 SCENARIOS = ("rotation", "expiry")

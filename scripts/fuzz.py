@@ -4,7 +4,7 @@
     python scripts/fuzz.py --inputs 10000000 --jobs 1     # 10 M inputs in all, spread evenly
     python scripts/fuzz.py --inputs 100000 --per-target --targets scram,oauthbearer
 
-The targets, the generator and the mutator are pyprod.testing.fuzz(_targets); tests/fuzz runs a
+The targets, the generator and the mutator are tests.harness.fuzz(_targets); tests/fuzz runs a
 bounded number of the same inputs in CI. kcore's compiled Produce codec is checked against its
 pure twin (same result or same exception type) when it is built. A finding is an exception
 that is not a KafkaError, a twin disagreement, or an input slower than --slow-ms. The run
@@ -19,6 +19,8 @@ import platform
 import random
 import sys
 import time
+
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.harness
 
 
 def _parse_args(argv):
@@ -44,7 +46,7 @@ def _parse_args(argv):
 
 
 def _targets(pure):
-    from pyprod.testing.fuzz_targets import targets
+    from tests.harness.fuzz_targets import targets
     return targets(pure=True if pure else None)
 
 
@@ -53,7 +55,7 @@ _WORKER = {}
 
 def _work(unit):
     """Run one unit (target name, count, seed); returns (name, count, seconds, findings)."""
-    from pyprod.testing import fuzz
+    from tests.harness import fuzz
     name, count, seed, pure, slow_s = unit
     if "targets" not in _WORKER:
         logging.disable(logging.CRITICAL)  # the harnesses log what they handle

@@ -20,6 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(1, os.path.dirname(HERE))  # the repository root: tests.harness (read-back)
 
 from stress_check import run_round, sanitized, totals  # noqa: E402
 

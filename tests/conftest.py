@@ -1,7 +1,7 @@
 import pytest
 
 import kcore
-from pyprod.testing.fixtures import *  # noqa: F401,F403  (kafka, kafka3, topic, tansu, ...)
+from tests.harness.fixtures import *  # noqa: F401,F403  (kafka, kafka3, topic, tansu, ...)
 
 IMPLS = ["python"] + (["c"] if kcore.EXTENSIONS else [])
 

@@ -13,7 +13,7 @@ import pytest
 
 from pyprod import KafkaProducer, errors
 from pyprod.testing.kafka_cluster import free_ports
-from pyprod.testing.readback import read_all_kafka_python
+from tests.harness.readback import read_all_kafka_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -113,8 +113,9 @@ def test_readme_commands_exist():
                 assert opt in usage, f"README: {cmd} {opt} is not an option of {cmd}"
         elif cmd == "bash":
             assert os.path.isfile(os.path.join(ROOT, args[0])), line
-            if args[0] == "run-demo.sh":  # its options go to python -m pyprod.demo
-                demo_help = demo_help or _help([sys.executable, "-m", "pyprod.demo"])
+            if args[0] == "run-demo.sh":  # its options go to examples/demo.py
+                demo_help = demo_help or _help([sys.executable,
+                                                os.path.join(ROOT, "examples", "demo.py")])
                 for opt in options:
                     assert opt in demo_help, f"README: run-demo.sh {opt} is not a demo option"
         elif cmd in (".", "source"):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pyprod import perf
-from pyprod.testing.readback import read_all_confluent, read_all_kafka_python
+from tests.harness.readback import read_all_confluent, read_all_kafka_python
 
 FINAL = re.compile(
     r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "

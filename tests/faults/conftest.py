@@ -7,7 +7,7 @@ import pytest
 
 from pyprod import KafkaProducer
 from pyprod.connection import BrokerConnection
-from pyprod.testing.hostile_broker import HostileBroker
+from tests.harness.hostile_broker import HostileBroker
 
 CLOSE_TIMEOUT = 5  # seconds: close() of a producer left over by a test
 

@@ -14,7 +14,7 @@ import os
 import time
 
 from pyprod import errors
-from pyprod.testing.fault_run import SHORT_DELIVERY_TIMEOUT, run_under_faults
+from tests.harness.fault_run import SHORT_DELIVERY_TIMEOUT, run_under_faults
 
 N = 200_000
 FAULTS = 20
@@ -94,7 +94,7 @@ def test_hung_leader_writes_nothing_late_after_a_producer_id_reset(kafka3, topic
     wakes up it reads the old requests: whatever it then appends must not land after records
     sent later. Java and librdkafka bump the epoch, which fences the old requests."""
     from pyprod import KafkaProducer
-    from pyprod.testing.readback import read_all_kafka_python
+    from tests.harness.readback import read_all_kafka_python
 
     name = topic(3, cluster=kafka3, replication_factor=3, configs={"min.insync.replicas": "2"})
     controller = kafka3.controller_id()
@@ -135,8 +135,8 @@ def test_hung_leader_writes_nothing_late_after_a_producer_id_reset(kafka3, topic
 
 def test_audit_names_each_kind_of_problem():
     """The audit itself (no broker): a clean run passes, each planted fault is found."""
-    from pyprod.testing.fault_run import audit, record
-    from pyprod.testing.readback import Record
+    from tests.harness.fault_run import audit, record
+    from tests.harness.readback import Record
 
     n, keys = 12, 3
     outcomes = [(i % keys, i // keys) for i in range(n)]  # key k -> partition k, in order

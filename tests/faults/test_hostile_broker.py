@@ -1,4 +1,4 @@
-"""The producer against brokers that misbehave on purpose (pyprod.testing.hostile_broker).
+"""The producer against brokers that misbehave on purpose (tests.harness.hostile_broker).
 
 One test per behaviour. Each asserts the typed error (pyprod.errors, kafka-python's names),
 that every future of send() and send_batch() completes by its deadline (delivery_timeout_ms plus
@@ -17,7 +17,7 @@ from pyprod import config as pconfig
 from pyprod.producer import metadata_for, network_client_for
 from pyprod.protocol import api_versions, init_producer_id, produce
 from pyprod.protocol import metadata as metadata_api
-from pyprod.testing import hostile_broker as hb
+from tests.harness import hostile_broker as hb
 
 DELIVERY_MS, REQUEST_MS = 2500, 1000
 BOUND = 2 * (DELIVERY_MS + REQUEST_MS) / 1000.0  # s: every future is done by then

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from pyprod.testing.fuzz_targets import targets
+from tests.harness.fuzz_targets import targets
 
 
 @pytest.fixture(scope="session")

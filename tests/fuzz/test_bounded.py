@@ -7,7 +7,7 @@ import pytest
 
 from pyprod.errors import KafkaProtocolError
 from pyprod.protocol import api_versions, header, metadata, produce, sasl_handshake
-from pyprod.testing import fuzz
+from tests.harness import fuzz
 
 LIMIT = 64 * 1024  # bytes; a 2^31-1 item list alone would be 16 GiB
 MAX_INT32 = b"\x7f\xff\xff\xff"

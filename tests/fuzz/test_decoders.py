@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyprod.protocol import sasl_authenticate
-from pyprod.testing import fuzz
-from pyprod.testing.fuzz_targets import MESSAGE_MODULES, targets
+from tests.harness import fuzz
+from tests.harness.fuzz_targets import MESSAGE_MODULES, targets
 
 CI = settings(database=None, derandomize=True, deadline=None, max_examples=250,
               suppress_health_check=[HealthCheck.too_slow])

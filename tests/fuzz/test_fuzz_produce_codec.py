@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 import kcore
 from pyprod.errors import KafkaError, KafkaProtocolError
 from pyprod.protocol import produce
-from pyprod.testing import fuzz
-from pyprod.testing.fuzz_targets import targets
+from tests.harness import fuzz
+from tests.harness.fuzz_targets import targets
 
 CI = settings(database=None, derandomize=True, deadline=None, max_examples=400,
               suppress_health_check=[HealthCheck.too_slow])

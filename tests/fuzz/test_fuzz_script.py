@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from pyprod.errors import KafkaProtocolError
-from pyprod.testing import fuzz
+from tests.harness import fuzz
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "fuzz.py")

@@ -264,7 +264,7 @@ def run_round(bootstrap: str, topic: str, seed: int, impl: str, workdir: str, *,
               small: bool = False, guard: float = 240.0, extra_args=()) -> RoundResult:
     """One round in a child process on ``topic`` (2 partitions, grown by the child), then the
     read-back check. impl: "compiled" or "pure" (PYPROD_NO_EXTENSIONS=1)."""
-    from pyprod.testing.readback import read_all_confluent
+    from tests.harness.readback import read_all_confluent
 
     manifest_path = os.path.join(workdir, f"manifest-{impl}-{seed}.json")
     env = dict(os.environ)  # keeps a sanitizer's LD_PRELOAD, PYTHONPATH, ...

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from pyprod import KafkaProducer, errors
-from pyprod.testing.readback import read_all_kafka_python
+from tests.harness.readback import read_all_kafka_python
 
 THREADS = 4
 PER_THREAD = 4000

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from pyprod import KafkaProducer, errors
-from pyprod.testing.mock_cluster import ApiKey, Err
-from pyprod.testing.readback import read_all_confluent
+from tests.harness.mock_cluster import ApiKey, Err
+from tests.harness.readback import read_all_confluent
 
 KEYS = 11
 WAIT = 60  # bound on every flush/close/read in these tests (seconds)

@@ -1,4 +1,5 @@
-"""Self-tests of the broker harness (pyprod.testing), using only third-party clients."""
+"""Self-tests of the broker harness (pyprod.testing, tests.harness), using only third-party
+clients."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from pyprod.testing.kafka_cluster import KafkaCluster
-from pyprod.testing.readback import (Record, Sent, compare, read_all_confluent,
+from tests.harness.readback import (Record, Sent, compare, read_all_confluent,
                                      read_all_kafka_python)
 
 BASE_TS = 1_700_000_000_000
@@ -143,7 +144,7 @@ def test_tansu_metadata_and_produce(tansu):
 def test_mock_cluster_loopback_and_produce(mock_cluster):
     from confluent_kafka import Producer
 
-    from pyprod.testing.mock_cluster import ApiKey, Err
+    from tests.harness.mock_cluster import ApiKey, Err
 
     hosts = mock_cluster.bootstrap_servers.split(",")
     assert len(hosts) == 3 and all(h.startswith("127.0.0.1:") for h in hosts)
@@ -190,7 +191,7 @@ def test_mock_cluster_kafka_python(mock_cluster):
 
 
 def test_mock_cluster_bad_input(mock_cluster):
-    from pyprod.testing.mock_cluster import MockClusterError
+    from tests.harness.mock_cluster import MockClusterError
 
     with pytest.raises(TypeError):
         mock_cluster.broker_set_rtt("1", 5)

@@ -7,7 +7,7 @@ import pytest
 
 from pyprod import KafkaProducer
 from pyprod.testing.kafka_cluster import KafkaCluster
-from pyprod.testing.readback import read_all_kafka_python
+from tests.harness.readback import read_all_kafka_python
 
 WAIT = 300  # bound on every flush and fault (seconds)
 

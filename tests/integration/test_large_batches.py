@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from pyprod import KafkaProducer
-from pyprod.testing.readback import read_all_kafka_python
+from tests.harness.readback import read_all_kafka_python
 
 WAIT = 120
 RECORD = 1000  # value bytes

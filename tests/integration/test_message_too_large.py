@@ -7,7 +7,7 @@ import random
 import pytest
 
 from pyprod import KafkaProducer, errors
-from pyprod.testing.readback import read_all_kafka_python
+from tests.harness.readback import read_all_kafka_python
 
 WAIT = 120
 LIMIT = 3000  # the topic's max.message.bytes

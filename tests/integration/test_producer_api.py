@@ -8,7 +8,7 @@ import time
 import pytest
 
 from pyprod import KafkaProducer, errors
-from pyprod.testing.readback import read_all_kafka_python
+from tests.harness.readback import read_all_kafka_python
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import random
 
 from pyprod import KafkaProducer, errors
 from pyprod.protocol import produce
-from pyprod.testing.kafka_proxy import KafkaProxy
-from pyprod.testing.readback import read_all_kafka_python
+from tests.harness.kafka_proxy import KafkaProxy
+from tests.harness.readback import read_all_kafka_python
 
 WAIT = 60
 

@@ -5,7 +5,7 @@ import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from pyprod import KafkaProducer
-from pyprod.testing.readback import Sent, compare, read_all_confluent, read_all_kafka_python
+from tests.harness.readback import Sent, compare, read_all_confluent, read_all_kafka_python
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 

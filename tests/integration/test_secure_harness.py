@@ -1,4 +1,4 @@
-"""The secured-listener harness (pyprod.testing.security, .kdc) checked with clients this
+"""The secured-listener harness (tests.harness.security, .kdc) checked with clients this
 project did not write: confluent-kafka produces, the readback readers (kafka-python and
 confluent-kafka) read over the same listener; GSSAPI goes through kafka-python + gssapi
 (confluent-kafka's bundled librdkafka has no GSSAPI). Bad certificates are also checked with
@@ -14,9 +14,9 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from pyprod.testing.kafka_cluster import java_command, java_executable
-from pyprod.testing.readback import (Sent, compare, confluent_security, read_all_confluent,
+from tests.harness.readback import (Sent, compare, confluent_security, read_all_confluent,
                                      read_all_kafka_python)
-from pyprod.testing.security import LISTENERS, REAUTH_MS
+from tests.harness.security import LISTENERS, REAUTH_MS
 
 SASL_MECHS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 CASES = [("SSL", None), ("MTLS", None)] + [
@@ -65,7 +65,7 @@ def test_certificates_and_stores(tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import load_pem_private_key, pkcs12
 
-    from pyprod.testing.security import make_certificates
+    from tests.harness.security import make_certificates
 
     c = make_certificates(str(tmp_path))
     ca = x509.load_pem_x509_certificate(open(c.ca_file, "rb").read())

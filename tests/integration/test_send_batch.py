@@ -9,7 +9,7 @@ import pytest
 from kafka.partitioner.default import murmur2 as java_murmur2
 
 from pyprod import KafkaProducer, errors
-from pyprod.testing.readback import Sent, compare, read_all_confluent, read_all_kafka_python
+from tests.harness.readback import Sent, compare, read_all_confluent, read_all_kafka_python
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 import send_batch_edges_child as child
-from pyprod.testing.readback import Sent, compare, read_all_confluent, read_all_kafka_python
+from tests.harness.readback import Sent, compare, read_all_confluent, read_all_kafka_python
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "send_batch_edges_child.py")
 FAST = {"fetch.wait.max.ms": 10}  # confluent-kafka read-back without 0.5 s fetch waits

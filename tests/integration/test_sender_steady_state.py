@@ -13,7 +13,7 @@ import pytest
 
 import kcore
 from pyprod import KafkaProducer
-from pyprod.testing.readback import read_all, read_all_kafka_python
+from tests.harness.readback import read_all, read_all_kafka_python
 
 pytestmark = pytest.mark.skipif(not kcore.EXTENSIONS, reason="the compiled loop (kcore)")
 # threading: an Event.set() waking a thread that waits on a future; _weakrefset: weakref

@@ -3,7 +3,7 @@ read back with kafka-python and confluent-kafka."""
 import pytest
 
 from pyprod import KafkaProducer
-from pyprod.testing.readback import Sent, compare, read_all_confluent, read_all_kafka_python
+from tests.harness.readback import Sent, compare, read_all_confluent, read_all_kafka_python
 
 N = 400
 WAIT = 30

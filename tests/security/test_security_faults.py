@@ -6,7 +6,7 @@ import threading
 import time
 
 from pyprod import KafkaProducer
-from pyprod.testing.readback import Sent, compare, read_all
+from tests.harness.readback import Sent, compare, read_all
 
 
 def paced_stream(producer, topic, n, seconds, sent, futures):

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from pyprod import KafkaProducer
-from pyprod.testing.readback import Sent, compare, read_all
+from tests.harness.readback import Sent, compare, read_all
 
 N = 20_000
 CASES = [("SSL", None), ("MTLS", None)] + [

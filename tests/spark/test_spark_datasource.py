@@ -6,7 +6,7 @@ import pytest
 from kafka.partitioner.default import murmur2  # kafka-python's Java-compatible murmur2
 from pyspark.sql import functions as F
 
-from pyprod.testing import readback
+from tests.harness import readback
 
 N = 1_000_000
 PARTITIONS = 6

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 import pyprod.spark
 from pyprod.errors import KafkaConfigurationError
 from pyprod.spark import writer as task_writer
-from pyprod.testing import readback
+from tests.harness import readback
 
 publish_mod = importlib.import_module("pyprod.spark.publish")  # the module, not the function
 

@@ -14,7 +14,7 @@ How Spark shows a Python data source's options (checked here, Spark 4):
 import pytest
 from pyspark.sql import functions as F
 
-from pyprod.testing import readback
+from tests.harness import readback
 
 N = 200_000
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"

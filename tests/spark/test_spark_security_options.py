@@ -14,7 +14,7 @@ from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
 from pyprod.spark import jaas, options, stores, writer
 from pyprod.spark.producer_cache import config_key
 from pyprod.testing.kafka_cluster import java_executable
-from pyprod.testing.security import make_certificates
+from tests.harness.security import make_certificates
 
 SECRET = "Hunter2-s3cret"        # a password that must never show up anywhere
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

@@ -6,7 +6,7 @@ from kafka.partitioner.default import murmur2
 from pyspark.sql import functions as F
 
 from pyprod.spark import datasource
-from pyprod.testing import readback
+from tests.harness import readback
 
 ROWS_PER_BATCH = 5000
 BATCHES = 3

@@ -1,20 +1,11 @@
-"""Test harness: real brokers (Apache Kafka, tansu), librdkafka's mock cluster, read-back.
+"""A local Apache Kafka 4.x broker for trying pyprod and for your own tests.
 
-Used by tests/integration, bench/ and the README. Needs the ``test`` extras (kafka-python,
-confluent-kafka); the Kafka broker also needs Java 17+ and Maven (jars are fetched once).
+:class:`KafkaCluster` runs a real KRaft cluster on 127.0.0.1 (Java 17+ and Maven; the jars are
+fetched once); ``pyprod-broker`` (:mod:`pyprod.testing.broker_cli`) is its command line. Its
+admin client needs confluent-kafka (the ``broker`` extras). The project's own test harness
+(secured listeners, fault injection, fuzzing, read-back) is tests/harness in the repository and
+is not part of the package.
 """
+from .kafka_cluster import DEFAULT_KAFKA_VERSION, KafkaCluster, KafkaLibsUnavailable
 
-__all__ = ["KafkaCluster", "TansuBroker", "MockCluster"]
-
-
-def __getattr__(name):  # lazy: importing pyprod.testing stays cheap
-    if name == "KafkaCluster":
-        from .kafka_cluster import KafkaCluster
-        return KafkaCluster
-    if name == "TansuBroker":
-        from .tansu import TansuBroker
-        return TansuBroker
-    if name == "MockCluster":
-        from .mock_cluster import MockCluster
-        return MockCluster
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["DEFAULT_KAFKA_VERSION", "KafkaCluster", "KafkaLibsUnavailable"]

@@ -7,7 +7,7 @@ kafka3         three-node Kafka cluster (min.insync.replicas=2), session-scoped,
 topic          factory: topic() -> name of a new 6-partition topic on `kafka`;
                topic(partitions=3, cluster=kafka3, replication_factor=3, configs={...})
 kafka_secure   one-node Kafka with SSL, mTLS and SASL listeners and a Kerberos KDC
-               (pyprod.testing.security.SecureKafkaCluster), session-scoped, started only when
+               (tests.harness.security.SecureKafkaCluster), session-scoped, started only when
                a test asks for it; while it runs, os.environ holds kdc.client_env() so GSSAPI
                clients find their keytab
 kafka_secure_factory  factory: kafka_secure_factory(kerberos=False, ...) -> a private, started
@@ -29,6 +29,10 @@ import warnings
 import pytest
 
 from pyprod.testing.kafka_cluster import KafkaCluster, KafkaLibsUnavailable, java_executable
+
+from .mock_cluster import MockCluster
+from .security import SecureKafkaCluster
+from .tansu import TansuBroker, tansu_binary
 
 BROKER_FIXTURES = ("kafka", "kafka3", "kafka_secure", "tansu", "mock_cluster")
 
@@ -67,8 +71,6 @@ def kafka():
         except KafkaLibsUnavailable as e:
             reason, cluster = str(e), None
     if cluster is None:
-        from pyprod.testing.tansu import TansuBroker, tansu_binary
-
         try:
             tansu_binary()
         except RuntimeError as e:
@@ -102,8 +104,6 @@ def kafka3():
 @pytest.fixture(scope="session")
 def kafka_secure():
     """A started SecureKafkaCluster (with KDC); a missing KDC or `cryptography` fails."""
-    from pyprod.testing.security import SecureKafkaCluster
-
     reason = _kafka_unavailable_reason()
     if reason:
         pytest.fail(f"secured Kafka unavailable: {reason}")
@@ -123,8 +123,6 @@ def kafka_secure():
 @pytest.fixture
 def kafka_secure_factory():
     """``kafka_secure_factory(**SecureKafkaCluster kwargs)`` -> a private started cluster."""
-    from pyprod.testing.security import SecureKafkaCluster
-
     started = []
 
     def make(**kwargs):
@@ -139,8 +137,6 @@ def kafka_secure_factory():
 
 @pytest.fixture(scope="session")
 def tansu():
-    from pyprod.testing.tansu import TansuBroker, tansu_binary
-
     try:
         tansu_binary()
     except RuntimeError as e:
@@ -152,8 +148,6 @@ def tansu():
 
 @pytest.fixture
 def mock_cluster():
-    from pyprod.testing.mock_cluster import MockCluster
-
     mc = MockCluster(brokers=3).start()
     yield mc
     mc.stop()

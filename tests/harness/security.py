@@ -26,7 +26,7 @@ bob/bob-secret. OAUTHBEARER: the broker's default unsecured-JWS validator; any t
 pyprod's :class:`~pyprod.sasl.unsecured_jws.UnsecuredTokenProvider` (or librdkafka's
 ``sasl.oauthbearer.config=principal=alice``) passes; :func:`kafka_python_token_provider` wraps it
 for kafka-python. GSSAPI: ``cluster.kdc``
-(:class:`pyprod.testing.kdc.KerberosKDC`, realm PYPROD.TEST), broker principal
+(:class:`tests.harness.kdc.KerberosKDC`, realm PYPROD.TEST), broker principal
 ``kafka/127.0.0.1@PYPROD.TEST`` (service name "kafka", clients target host 127.0.0.1; a client
 targeting kafka/localhost gets a ticket but the broker refuses it: "invalid credentials with
 SASL mechanism GSSAPI"). ``cluster.kdc.client_env()`` gives the env a gssapi client needs (the
@@ -55,8 +55,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
+from pyprod.testing.kafka_cluster import KafkaCluster, free_ports
 
-from .kafka_cluster import KafkaCluster, free_ports
+from .kdc import KerberosKDC
 
 __all__ = ["Certificates", "make_certificates", "kafka_python_token_provider",
            "SecureKafkaCluster", "LISTENERS", "MECHANISMS", "USERS", "REAUTH_MS"]
@@ -387,7 +388,6 @@ class SecureKafkaCluster(KafkaCluster):
                 self.secrets_dir = tempfile.mkdtemp(prefix="pyprod-secrets-")
                 self.certs = make_certificates(os.path.join(self.secrets_dir, "certs"))
             if self.kerberos and self.kdc is None:
-                from .kdc import KerberosKDC
                 self.kdc = KerberosKDC().start()
             self.jvm_opts = self._base_jvm_opts + (self.kdc.jvm_opts() if self.kdc else [])
             if not self._ports:  # one draw, so no listener port collides with another

@@ -11,7 +11,7 @@
   exception is not a ``KafkaError`` subclass, the twins disagree, or the input is slow.
 - ``run(target, count, rng)``: ``count`` generated/mutated inputs through ``check``.
 
-The targets themselves are in pyprod.testing.fuzz_targets; tests/fuzz runs a bounded number of
+The targets themselves are in tests.harness.fuzz_targets; tests/fuzz runs a bounded number of
 inputs through Hypothesis and scripts/fuzz.py the long run.
 """
 import time

@@ -156,15 +156,15 @@ def _connection_target():
 
 
 class _Harness:
-    """A NetworkClient with its closing stubbed out, for _handle_frame (its connection has no
-    socket, so nothing is written)."""
+    """A NetworkClient with its closing stubbed out, for NetworkPoll.handle_frame (its
+    connection has no socket, so nothing is written)."""
 
     def __init__(self):
         from pyprod import config
         from pyprod.producer import metadata_for, network_client_for
         settings = config.build(bootstrap_servers="127.0.0.1:9092")
         self.client = network_client_for(settings, metadata_for(settings))
-        self.client._close = self._close    # record instead of closing a socket
+        self.client.io.close = self._close  # record instead of closing a socket
         self.closed = []
         self.responses = []
 
@@ -172,7 +172,8 @@ class _Harness:
         self.closed.append(error)
 
     def frame(self, case, data):
-        from pyprod.connection import READY, BrokerConnection, InFlightRequest
+        from kcore import InFlightRequest
+        from pyprod.connection import READY, BrokerConnection
         from pyprod.network_client import (_INTERNAL_API_VERSIONS, _INTERNAL_METADATA,
                                            CHECKING_API_VERSIONS)
         module, version = case
@@ -181,14 +182,13 @@ class _Harness:
         internal = {api_versions: _INTERNAL_API_VERSIONS, metadata: _INTERNAL_METADATA}.get(module)
         conn.state = CHECKING_API_VERSIONS if module is api_versions else READY
         if module is metadata:  # a metadata request in flight
-            updater = getattr(client, "_updater", client)
-            setattr(updater, "_fetch" if updater is not client else "_metadata_fetch", (1, 0))
-        del self.closed[:], self.responses[:], client._completed[:]
+            client._updater.fetch = (1, 0)
+        del self.closed[:], self.responses[:], client.io.completed[:]
         conn.in_flight.append(InFlightRequest(
             CORRELATION_ID, module.API_KEY, version,
             header.response_header_version(module.API, version), True,
             self.responses.append, 0, 30000, internal))
-        client._handle_frame(conn, data, 0)
+        client.io.handle_frame(conn, data, 0)
         for error in self.closed:
             if error is None:
                 continue
@@ -196,7 +196,7 @@ class _Harness:
             if cause is not None and not isinstance(cause, errors.KafkaError):
                 raise cause          # the decoder's own exception is the finding
             raise error  # a typed error passes; anything else is a finding
-        for _, response in client._completed:
+        for _, response in client.io.completed:
             if module is produce:  # what the Sender does with it
                 import kcore
                 return kcore.decode_produce_response(version, response.body)
@@ -215,7 +215,7 @@ def _network_client_target():
         return harness[0].frame(case, data)
 
     cases = [(m, v) for m in (api_versions, metadata, produce) for v in _versions(m)]
-    return Target("network_client", cases, seed, run, doc="NetworkClient._handle_frame")
+    return Target("network_client", cases, seed, run, doc="NetworkPoll.handle_frame")
 
 
 # ---- SASL ---------------------------------------------------------------------------------------

@@ -21,9 +21,10 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from pyprod.testing.fault_injector import FaultInjector
 from pyprod.testing.kafka_cluster import java_command
-from pyprod.testing.readback import read_all_kafka_python
+
+from .fault_injector import FaultInjector
+from .readback import read_all_kafka_python
 
 __all__ = ["CLIENTS", "PRODUCER_CONFIG", "SHORT_DELIVERY_TIMEOUT", "Audit", "RunResult", "audit",
            "log_sequences", "record", "parse_value", "run_under_faults"]
@@ -118,7 +119,7 @@ def _sample(samples, name, item):
 
 def audit(n: int, outcomes: list, read: list, keys: int = KEYS) -> Audit:
     """``outcomes[i]``: None (pending), (partition, offset) (acknowledged) or an error name;
-    ``read``: :class:`~pyprod.testing.readback.Record` list of the whole topic."""
+    ``read``: :class:`~tests.harness.readback.Record` list of the whole topic."""
     a = Audit(records=n, read=len(read))
     s = a.samples
     for o in outcomes:

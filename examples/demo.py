@@ -1,14 +1,15 @@
 """The main job: publish through pyprod to a local Apache Kafka broker, then check every record.
 
-    python -m pyprod.demo [--records 1000000] [--value-size 100] [--partitions 6]
+    python examples/demo.py [--records 1000000] [--value-size 100] [--partitions 6]
 
 Starts a 1-node Kafka broker (pyprod.testing.KafkaCluster; Java 17+ and Maven needed, jars
 fetched once) unless --bootstrap-servers is given, creates a topic, sends the records from one
 thread through pyprod.KafkaProducer, prints records/s and MB/s (first send() until flush()
 returns), then reads the topic back with a client this project did not write (confluent-kafka
-or kafka-python) and checks count, keys, values, per-partition order and the partition of
-every keyed record (Java's murmur2, as computed by kafka-python). Exit status 0 when every
-record is there exactly once and in order, 1 otherwise.
+or kafka-python, through the tests' read-back, tests/harness/readback.py, so run it from a
+checkout) and checks count, keys, values, per-partition order and the partition of every keyed
+record (Java's murmur2, as computed by kafka-python). Exit status 0 when every record is there
+exactly once and in order, 1 otherwise.
 
 Record ``seq`` has a value starting with ``seq`` (8 bytes, big endian) followed by a
 pattern that depends on ``seq``; every ``--key-every``-th record has the key ``key-<n>``.
@@ -20,6 +21,14 @@ import os
 import sys
 import time
 import uuid
+
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.harness
+
+import kcore  # noqa: E402
+import pyprod  # noqa: E402
+from pyprod import KafkaProducer  # noqa: E402
+from pyprod.testing import KafkaCluster  # noqa: E402
+from tests.harness import readback  # noqa: E402
 
 SEQ = 8  # bytes of sequence number at the start of each value
 N_KEYS = 1000
@@ -46,8 +55,6 @@ class Records:
 
 
 def publish(bootstrap: str, topic: str, n: int, recs: Records, producer_config: dict) -> dict:
-    from pyprod import KafkaProducer
-
     values = [recs.value(i) for i in range(n)]
     keys = [recs.key(i) for i in range(n)]
     key_bytes = sum(len(k) for k in keys if k is not None)
@@ -138,7 +145,7 @@ def verify(records, n: int, recs: Records, partitions: int, max_report: int = 10
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        prog="python -m pyprod.demo",
+        prog="python examples/demo.py",
         description="Publish through pyprod to a local Kafka broker, print the throughput, "
                     "read everything back with an independent client and check it.")
     ap.add_argument("--records", type=int, default=1_000_000, help="default 1,000,000")
@@ -168,10 +175,6 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    import kcore
-    import pyprod
-    from pyprod.testing import readback
-
     n = args.records
     recs = Records(args.value_size, args.key_every)
     config = {"acks": "all" if args.acks == "all" else int(args.acks),
@@ -185,7 +188,6 @@ def main(argv=None) -> int:
         if args.bootstrap_servers:
             bootstrap = args.bootstrap_servers
         else:
-            from pyprod.testing import KafkaCluster
             print("starting a local 1-node Apache Kafka broker ...", flush=True)
             cluster = KafkaCluster(nodes=1).start()
             bootstrap = cluster.bootstrap_servers
