@@ -1,5 +1,10 @@
 # cython: binding=False
-"""Compiled twin of kcore/pure/network_poll.py: the NetworkClient's data path, compiled in from
-kcore/shared/network_poll.py, so that a steady produce stream runs no Python bytecode in it."""
+"""Compiled twin of kcore/pure/network_poll.py: the NetworkClient's data path (NetworkPoll and
+each connection's Link), compiled in from kcore/shared/network_poll.py, so that a steady
+produce stream runs no Python bytecode in it."""
 
-include "shared/network_poll.py"  # (its __all__ is this module's)
+include "shared/network_poll.py"
+
+__all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
+           "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
+           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks"]

@@ -9,6 +9,9 @@
 # _select rebuilds before it polls; close stops _select), so no Channel in _chans goes away
 # during the section.
 # nogil: _io: the owner thread, inside _select's section only (after _rebuild).
+# Waker: wake() and wakeup() from any thread, with the GIL (no Python call between the check of
+# `pending` and the write; `fd` is -1 once close() ran, on the owner thread); drain() and
+# close() on the Selector's thread only.
 # send_buffers and recv_into (module functions) keep no state: any thread (wakeup() writes
 # through send_buffers from caller threads, on its own socket).
 from cpython.ref cimport PyObject
@@ -29,3 +32,11 @@ cdef class Selector:
     cdef list _select(self, timeout, bint io)
     cdef void _io(self) noexcept nogil
     cdef bint _big_write(self) noexcept
+
+
+cdef class Waker:
+    cdef readonly object reader, writer   # the socket pair; the Selector watches reader
+    cdef object buf
+    cdef kc_sock fd                       # writer's descriptor, -1 once closed
+    cdef public bint pending              # a byte was written and not yet drained
+    cdef int wake(self) except -1

@@ -15,8 +15,9 @@ from libc.stdlib cimport free, realloc
 import errno
 import os
 import selectors
+import socket
 
-__all__ = ["Selector", "send_buffers", "recv_into", "MAX_IOV"]
+__all__ = ["Selector", "Waker", "send_buffers", "recv_into", "MAX_IOV"]
 
 MAX_IOV = 64
 cdef int _MAX_IOV = 64
@@ -203,6 +204,48 @@ cdef class Selector:
                 if (<Channel>self._chans[i]).unwritten_c() >= <Py_ssize_t>_NOGIL_WRITE:
                     return True
         return False
+
+
+cdef class Waker:
+    """Interrupts a Selector's wait from any thread (Java's Selector.wakeup): a socket pair
+    whose reader the Selector watches, and one byte written while a wake-up is pending."""
+
+    def __cinit__(self):
+        self.reader, self.writer = socket.socketpair()
+        self.reader.setblocking(False)
+        self.writer.setblocking(False)
+        self.fd = <kc_sock>self.writer.fileno()
+        self.buf = bytearray(1024)
+        self.pending = False
+
+    def wakeup(self):
+        """Interrupt the Selector's wait (thread-safe); nearly free while one is pending."""
+        self.wake()
+
+    cdef int wake(self) except -1:
+        cdef const char* x = b"x"
+        cdef const void* byte = x
+        cdef size_t one = 1
+        if self.pending or self.fd < 0:
+            return 0
+        self.pending = True
+        kc_send_iov(self.fd, &byte, &one, 1)  # EAGAIN: a byte is there already
+        return 0
+
+    def drain(self):
+        """Read the pending bytes (the Selector's thread, once its wait returned)."""
+        try:
+            while recv_into(self.reader, self.buf):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        # After draining: a wakeup() between the two leaves a byte, so the next wait returns.
+        self.pending = False
+
+    def close(self):
+        self.fd = -1
+        self.reader.close()
+        self.writer.close()
 
 
 def send_buffers(sock, buffers):

@@ -6,12 +6,14 @@
 from libc.stdint cimport int64_t
 
 from kcore.record_accumulator cimport RecordAccumulator, TopicInfo
+from kcore.selector cimport Waker
 from kcore.transaction_manager cimport TransactionManager
 
 
 cdef class SendPath:
     cdef RecordAccumulator accumulator
     cdef object wait_on_metadata, wakeup, partitioner, on_new_batch
+    cdef Waker waker               # the Sender's Waker (C to C), or None: wakeup() is called
     cdef TransactionManager tm
     cdef object key_serializer, value_serializer
     cdef int64_t max_block_ms, max_request_size, buffer_memory

@@ -47,7 +47,11 @@ cdef class SendPath:
                  key_serializer, value_serializer, max_block_ms, max_request_size,
                  buffer_memory, partitioner=None, transaction_manager=None):
         self.accumulator = accumulator
-        self.wait_on_metadata, self.wakeup = wait_on_metadata, wakeup
+        self.wait_on_metadata = wait_on_metadata
+        if isinstance(wakeup, Waker):  # the Sender's: woken C to C
+            self.waker, self.wakeup = wakeup, wakeup.wakeup
+        else:
+            self.wakeup = wakeup
         self.partitioner = partitioner
         self.on_new_batch = getattr(partitioner, "on_new_batch", None)
         self.tm = transaction_manager
@@ -152,7 +156,10 @@ cdef class SendPath:
         if sticky:
             acc._update_partition_info(info, part, size)
         if flags & (APPEND_NEW_BATCH | APPEND_FULL):  # once per batch each: it may be sendable
-            self.wakeup()
+            if self.waker is not None:
+                self.waker.wake()
+            else:
+                self.wakeup()
         return future
 
     cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1:

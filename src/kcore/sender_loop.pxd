@@ -2,7 +2,8 @@
 #
 # Threads (the one place these rules are written): the Sender thread alone, with the GIL. No
 # method is nogil and no field is read without the GIL. Other threads only read the counters
-# (requests, batches, records_sent), with the GIL (KafkaProducer.metrics()).
+# (requests, batches, records_sent), with the GIL (KafkaProducer.metrics()), and clear
+# `running` (KafkaProducer.close(), any thread, with the GIL; then the Sender is woken).
 from libc.stdint cimport int64_t
 
 from kcore.producer_batch cimport ProducerBatch
@@ -13,7 +14,8 @@ from kcore.transaction_manager cimport TransactionManager
 cdef class SenderLoop:
     cdef public object accumulator      # a RecordAccumulator
     cdef public TransactionManager tm  # the idempotent producer's sequences, or None
-    cdef public object net             # kcore.network_poll: the NetworkClient's data path
+    cdef public object net             # the NetworkClient's NetworkPoll: its data path
+    cdef public bint running           # the loop goes on while set (cleared by the Sender)
     cdef public TimingWheel wheel
     cdef public int acks
     cdef public int64_t request_timeout_ms, delivery_timeout_ms

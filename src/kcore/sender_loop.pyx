@@ -8,7 +8,6 @@ from kcore.producer_batch cimport ProducerBatch
 from kcore.timing_wheel cimport TimingWheel
 from kcore.transaction_manager cimport TransactionManager
 
-import kcore.network_poll as _network_poll_module
 from kcore.produce_codec import decode_produce_response, encode_produce_body
 from kcore.errors import KafkaError, UnknownError
 
@@ -25,10 +24,11 @@ cdef class SenderLoop:
     def __init__(self, accumulator, transaction_manager, *, int64_t now,
                  int acks, int64_t request_timeout_ms, int64_t delivery_timeout_ms,
                  bint guarantee_order, on_partition, on_error, on_piece_done=None,
-                 on_fail=None):
+                 on_fail=None, net=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
-        self.net = _network_poll_module
+        self.net = net
+        self.running = True
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
@@ -43,7 +43,7 @@ cdef class SenderLoop:
         self._queue_scan_ms = now
 
     def run(self, sender):
-        """The Sender's loop while sender._running: run_once, then sender.decide(now) when the
+        """The Sender's loop while running: run_once, then sender.decide(now) when the
         producer id needs a decision."""
         _run(self, sender)
 

@@ -1,42 +1,25 @@
-"""One broker connection: a non-blocking socket, its state, its in-flight FIFO.
+"""One broker connection: its setup (TCP connect, the TLS handshake), its reconnect backoff and
+why it last closed, over kcore's Link (the data path: its state, socket, Channel, in-flight
+FIFO and TLS byte stream, which kcore's NetworkPoll reads and writes).
 
 Java splits this over KafkaChannel, ClusterConnectionStates and InFlightRequests; here one object
-per node holds it all and lives across reconnects (it keeps the reconnect backoff). Its byte
-streams (requests waiting to be written, response frames being read) are a kcore Channel. It does
-no select(): NetworkClient polls the sockets and calls connect/finish_connect/write/read/close.
-Kafka answers requests on one connection in order, so responses must match the FIFO head.
-With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the handshake runs
-non-blocking in HANDSHAKING, then the same read/write paths go through the ssl object, which
-releases the GIL while it encrypts; each batch buffer is handed to it uncopied. The reads,
-writes and FIFO matching themselves are kcore.network_poll's (compiled), on these attributes.
+per node holds it all and lives across reconnects (it keeps the reconnect backoff). It does no
+select(): NetworkPoll polls the sockets, and the NetworkClient calls connect / finish_connect /
+handshake. With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the
+handshake runs non-blocking in HANDSHAKING, then the Link's reads and writes go through the ssl
+object, which releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
 """
-import collections
 import errno
 import random
 import socket
 import ssl
 
 from kcore import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,  # noqa: F401
-                   HANDSHAKING, MAX_DELAY_MS, READY, RECV_CHUNK, SETTING_UP, Channel,
-                   InFlightRequest, network_poll)
+                   HANDSHAKING, MAX_DELAY_MS, READY, RECV_CHUNK, SETTING_UP, Channel, Link,
+                   ssl_failure)
 from pyprod import errors
 
 _NEVER = -(1 << 62)
-# ssl errors that mean the peer went away, not that it refused us
-_SSL_CLOSED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
-
-
-def ssl_failure(e, node_id, host, port, when):
-    """The typed error for an ssl error: SslAuthenticationError (not retriable) when the peer
-    refused us or we refused it, else KafkaConnectionError (the connection just dropped)."""
-    text = "SSL %s with node %s (%s:%s) failed: %s" % (
-        when, node_id, host, port, getattr(e, "verify_message", None) or e)
-    if isinstance(e, _SSL_CLOSED) or not isinstance(e, ssl.SSLError):
-        err = errors.KafkaConnectionError(text)
-    else:
-        err = errors.SslAuthenticationError(text, ssl_error=e)
-    err.__cause__ = e
-    return err
 
 
 def decoded(what, fn, *args, **kwargs):
@@ -65,14 +48,6 @@ class _SslCalls:
 
     def write(self, data):
         return self._sock.send(data)
-
-
-def _drop_tracebacks(error):
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        error.__traceback__ = None
-        error = error.__cause__ or error.__context__
 
 
 class ExponentialBackoff:
@@ -106,40 +81,20 @@ def socket_options(socket_options=(), send_buffer_bytes=None, receive_buffer_byt
     return options
 
 
-class BrokerConnection:
+class BrokerConnection(Link):
     def __init__(self, node_id, host, port, *, backoff=None, ssl_context=None,
                  socket_options=(), receive_message_max_bytes=100_000_000):
-        self.node_id = node_id
-        self.host = host
-        self.port = port
+        super().__init__(node_id, host, port, Channel(
+            int(receive_message_max_bytes), "node %s (%s:%s)" % (node_id, host, port)))
         self._socket_options = socket_options
-        self.state = DISCONNECTED
-        self.sock = None
-        self.in_flight = collections.deque()  # InFlightRequest, oldest first
-        # correlation ids of written requests that expected no answer (acks=0): some brokers
-        # (tansu) answer anyway, and those answers are skipped, not a protocol error
-        self.unanswered = collections.deque(maxlen=1024)
-        self.api_versions = None              # {api_key: (min, max)} once checked
-        self.produce_version = None           # (api_versions, Produce version) (SenderLoop)
         self.error = None                     # why it last closed
-        self.last_activity_ms = 0
-        self.connect_deadline_ms = MAX_DELAY_MS
-        self.sel_mask = 0                     # selector events registered (NetworkClient)
         self.failed_attempts = 0
         self.last_attempt_ms = _NEVER
         self.reconnect_backoff_ms = 0
         self._backoff = backoff or ExponentialBackoff(50, 30000)  # kafka-python's defaults
-        # this connection's byte streams (kcore.network_poll reads and writes them)
-        self.channel = Channel(int(receive_message_max_bytes),
-                                "node %s (%s:%s)" % (node_id, host, port))
         self._addrs = []
         self._ssl_context = ssl_context
-        self._hs_wants_write = False
-        self._ssl_retry = None               # (views, joined bytes) of a TLS write to redo as is
         self.authenticator = None            # SaslClientAuthenticator while one runs
-        self.reauth_at_ms = None             # KIP-368: authenticate again from then on
-        self._tls_rbuf = None                # what the ssl object decrypts into (TLS)
-        self.tls = None                      # TLS: the ssl object's read(n, buffer), write()
 
     def __repr__(self):
         return "<BrokerConnection node=%s %s:%s %s>" % (
@@ -162,10 +117,6 @@ class BrokerConnection:
     @property
     def is_connected(self):
         return self.state in (CHECKING_API_VERSIONS, AUTHENTICATING, READY)
-
-    @property
-    def wants_write(self):
-        return network_poll.wants_write(self)
 
     def fileno(self):
         return self.sock.fileno()
@@ -227,24 +178,24 @@ class BrokerConnection:
         try:  # same descriptor, so the selector registration stays valid
             self.sock = self._ssl_context.wrap_socket(
                 self.sock, server_hostname=self.host, do_handshake_on_connect=False)
-            if self._tls_rbuf is None:  # what the ssl object decrypts into
-                self._tls_rbuf = memoryview(bytearray(RECV_CHUNK))
+            if self.tls_rbuf is None:  # what the ssl object decrypts into
+                self.tls_rbuf = memoryview(bytearray(RECV_CHUNK))
             # the ssl object's C half: read()/write() without ssl.py's Python wrappers
             self.tls = getattr(self.sock, "_sslobj", None) or _SslCalls(self.sock)
         except (OSError, ValueError) as e:
             raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from e
         self.state = HANDSHAKING
-        self._hs_wants_write = True
+        self.hs_wants_write = True
 
     def handshake(self, now):
         """One non-blocking step of the TLS handshake; True once it is done."""
         try:
             self.sock.do_handshake()
         except ssl.SSLWantReadError:
-            self._hs_wants_write = False
+            self.hs_wants_write = False
             return False
         except ssl.SSLWantWriteError:
-            self._hs_wants_write = True
+            self.hs_wants_write = True
             return False
         except OSError as e:
             raise ssl_failure(e, self.node_id, self.host, self.port, "handshake") from e
@@ -261,97 +212,12 @@ class BrokerConnection:
         self.connect_deadline_ms = MAX_DELAY_MS
 
     def close(self, error, now):
-        """Close the socket; returns the requests that were in flight (oldest first). The
-        error loses its traceback: kept here and in futures, it would keep the frame it was
-        raised over (up to receive_message_max_bytes) alive."""
-        _drop_tracebacks(error)
-        if self.sock is not None:
-            try:
-                self.sock.close()
-            except OSError:
-                pass
-            self.sock = None
+        """Close the socket (Link.close: returns the requests that were in flight) and start
+        the reconnect backoff."""
         if self.state != DISCONNECTED:
-            self.state = DISCONNECTED
             self.last_attempt_ms = now
             self.reconnect_backoff_ms = self._backoff.backoff(self.failed_attempts)
             self.failed_attempts += 1
         self.error = error
-        self.connect_deadline_ms = MAX_DELAY_MS
-        self.tls = None
-        self._ssl_retry = None
         self.authenticator = None
-        self.reauth_at_ms = None
-        failed = list(self.in_flight)
-        self.in_flight.clear()
-        self.channel.clear()
-        return failed
-
-    # -- sending --
-
-    def enqueue(self, request, buffers):
-        """Queue a whole frame (list of bytes-like) for writing; the request joins the FIFO."""
-        self.in_flight.append(request)
-        self.channel.enqueue(request, buffers)
-
-    def write(self, now):
-        """Write as much as the socket takes. Returns requests whose bytes are now fully written
-        and that expect no response (they leave the FIFO). Raises KafkaConnectionError."""
-        return network_poll.conn_write(self, now)
-
-    def _send_failed(self, e):
-        return errors.KafkaConnectionError("send to node %s failed: %s" % (self.node_id, e))
-
-    def _write_failed(self, e):
-        """The error that ends the connection for a failed direct write (an OSError)."""
-        error = self._send_failed(e)
-        _drop_tracebacks(error)
-        return error
-
-    def _ssl_failure(self, e, when):
-        return ssl_failure(e, self.node_id, self.host, self.port, when)
-
-    # -- receiving --
-
-    def read(self, now, max_reads=32):
-        """Read what is available. Returns (frames, error): the complete frames (bytes-like,
-        without the size prefix) and None, or the error that ends the connection
-        (KafkaConnectionError on EOF/socket error, InvalidReceiveError on a bad frame size);
-        frames that arrived before the error are still returned."""
-        return network_poll.conn_read(self, now, max_reads)
-
-    def collect(self, now):
-        """After Selector.select_io did this connection's I/O: (the requests it finished writing
-        that expect no response, the frames it read, the error that ends the connection)."""
-        return network_poll.collect(self, now)
-
-    def _receive_failed(self, error):
-        """The error that ends the connection for a failed read: a KafkaError (a bad frame, a
-        refused TLS read) as it is, an OSError as a KafkaConnectionError, None (the broker
-        closed it) as one saying so; without tracebacks."""
-        try:
-            if error is None:
-                raise errors.KafkaConnectionError(
-                    "connection to node %s (%s:%s) closed by the broker" % (
-                        self.node_id, self.host, self.port))
-            if isinstance(error, OSError):
-                raise errors.KafkaConnectionError(
-                    "receive from node %s failed: %s" % (self.node_id, error)) from None
-            raise error
-        except errors.KafkaError as e:
-            _drop_tracebacks(e)  # its frames hold the frames list: a cycle for the gc to find
-            return e
-
-    def complete_next(self, correlation_id):
-        """Pop the FIFO head for a response (None for an answer to a request that expected
-        none); a mismatch raises CorrelationIdError."""
-        return network_poll.complete_next(self, correlation_id)
-
-    def expired_request(self, now):
-        """The first in-flight request past its timeout, or None."""
-        return network_poll.expired_request(self, now)
-
-    def next_deadline(self):
-        """Earliest request timeout or connect deadline (ms), MAX_DELAY_MS if none."""
-        return network_poll.conn_deadline(self)
-
+        return super().close(error, now)

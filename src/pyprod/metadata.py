@@ -9,7 +9,6 @@ All times are monotonic milliseconds (now_ms()).
 import threading
 import time
 
-from kcore import network_poll
 from pyprod import errors
 from pyprod.cluster import Cluster
 
@@ -36,6 +35,8 @@ class Metadata:
         self._last_success_ms = _NEVER
         self._closed = False
         self.fatal_error = None    # a refused authentication, until the next good update
+        self.update_due_ms = _NEVER  # when an update is due (NetworkPoll reads it each poll)
+        self._due()
 
     # -- caller threads --
 
@@ -56,6 +57,7 @@ class Metadata:
                 self._need_update = True
                 self._request_version += 1
                 self._last_refresh_ms = _NEVER  # Java: new topics skip the refresh backoff
+                self._due()
             return new
 
     def topics(self):
@@ -66,6 +68,7 @@ class Metadata:
         with self._cond:
             self._need_update = True
             self._request_version += 1
+            self._due()
             return self.version
 
     def update_requested(self):
@@ -101,9 +104,14 @@ class Metadata:
     # -- the Sender thread (NetworkClient) --
 
     def time_to_next_update(self, now):
-        """0 if an update is due now; else ms until expiry or the end of the refresh backoff
-        (kcore.network_poll's, which the Sender's loop reads without this call)."""
-        return network_poll.time_to_next_update(self, now)
+        """0 if an update is due now; else ms until expiry or the end of the refresh backoff."""
+        return max(self.update_due_ms - now, 0)
+
+    def _due(self):  # (with the lock) update_due_ms from the state it depends on
+        due = self._last_refresh_ms + self.refresh_backoff_ms
+        if not self._need_update:
+            due = max(due, self._last_success_ms + self.max_age_ms)
+        self.update_due_ms = due
 
     def metadata_request(self, now):
         """(topics, request_version) for the next MetadataRequest; drops expired topics."""
@@ -131,6 +139,7 @@ class Metadata:
             again = request_version is not None and request_version < self._request_version
             again = again or bool(self._new_topics) or _needs_retry(cluster)
             self._need_update = again
+            self._due()
             self._cond.notify_all()
 
     def set_fatal_error(self, error):
@@ -142,6 +151,7 @@ class Metadata:
     def failed_update(self, now):
         with self._cond:
             self._last_refresh_ms = now
+            self._due()
 
     def _keep_newer_epochs(self, new):
         """Java: a partition whose leader epoch went backwards keeps the cached (newer) info."""

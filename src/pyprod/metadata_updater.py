@@ -9,7 +9,6 @@ waits for the refresh backoff.
 """
 import logging
 
-from kcore import network_poll
 from pyprod import errors
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.connection import MAX_DELAY_MS, decoded
@@ -26,19 +25,20 @@ class MetadataUpdater:
         self.client = client
         self.metadata = metadata
         self._tag = internal_tag   # InFlightRequest.internal of the client's metadata requests
-        self._fetch = None         # (node_id, request_version) while a request is in flight
+        self.fetch = None         # (node_id, request_version) while a request is in flight
         self._auto_create = bool(allow_auto_create_topics)
 
     @property
     def in_flight(self):
-        return self._fetch is not None
+        return self.fetch is not None
 
     def update_due(self, now):
-        return network_poll.update_due(self.client, now)
+        """A metadata request is due and not in flight."""
+        return self.fetch is None and self.metadata.update_due_ms <= now
 
     def maybe_update(self, now):
         """Send a MetadataRequest if one is due; returns ms until the next metadata action."""
-        if self._fetch is not None:
+        if self.fetch is not None:
             return MAX_DELAY_MS  # the response (or its timeout) will wake poll
         wait = self.metadata.time_to_next_update(now)
         if wait > 0:
@@ -71,18 +71,18 @@ class MetadataUpdater:
         else:
             body = metadata_api.encode_request(version, topics,
                                                allow_auto_topic_creation=self._auto_create)
-        self._fetch = (conn.node_id, request_version)
+        self.fetch = (conn.node_id, request_version)
         log.debug("Sending metadata request v%d for %s to node %s", version, topics, conn.node_id)
         self.client.send_internal(conn, metadata_api.API_KEY, version, body, now, self._tag)
 
     def request_failed(self, now):
         """The request in flight was lost (its connection closed or it timed out)."""
-        self._fetch = None
+        self.fetch = None
         self.metadata.failed_update(now)
 
     def handle_response(self, conn, req, body, now):
-        request_version = self._fetch[1] if self._fetch else None
-        self._fetch = None
+        request_version = self.fetch[1] if self.fetch else None
+        self.fetch = None
         try:
             resp = decoded("a Metadata v%d response" % req.api_version,
                            metadata_api.decode_response, req.api_version, body,

@@ -8,9 +8,10 @@ ms (metadata.now_ms). Whatever a broker sends ends as a typed error: a reply tha
 decode is a KafkaProtocolError that closes its connection, with backoff.
 
 The data path (poll, request queueing, response dispatch, request timeouts, the connections'
-byte streams) is kcore.network_poll, compiled, working on this client's and its connections'
-attributes; it calls back here for what needs a decision. This class keeps the connections and
-their setup (TLS handshake, ApiVersions, SASL, metadata) and its Python API.
+byte streams) is kcore's NetworkPoll, compiled: it holds the connections, the selector and the
+completed responses, and calls back here (the hooks below) for what needs a decision. This
+class keeps the connections' setup (TLS handshake, ApiVersions, SASL, metadata) and its Python
+API.
 
 A connection is set up in steps: TCP connect, the TLS handshake (SSL, SASL_SSL), ApiVersions,
 the SASL exchange (SASL_*; SaslClientAuthenticator), then READY. When the broker limits the SASL
@@ -20,12 +21,9 @@ waits on metadata (Java's fatal metadata error) and fails the batches bound for 
 """
 import logging
 import random
-import selectors
-import socket
 
-from kcore import Selector, network_poll, recv_into, send_buffers
+from kcore import NetworkPoll, Selector, Waker
 from pyprod import errors, node_api_versions
-from kcore import ClientResponse
 from pyprod.connection import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,
                                HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP, BrokerConnection,
                                ExponentialBackoff, decoded)
@@ -36,15 +34,13 @@ from pyprod.protocol.wire import Reader, Writer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NetworkClient", "ClientResponse", "DISCONNECTED", "CONNECTING", "HANDSHAKING",
+__all__ = ["NetworkClient", "DISCONNECTED", "CONNECTING", "HANDSHAKING",
            "CHECKING_API_VERSIONS", "AUTHENTICATING", "READY", "MAX_DELAY_MS",
            "is_authentication_failure"]
 
 _INTERNAL_API_VERSIONS = "api_versions"
 _INTERNAL_METADATA = "metadata"
 _INTERNAL_SASL = "sasl"
-_R = selectors.EVENT_READ
-_RW = selectors.EVENT_READ | selectors.EVENT_WRITE
 
 
 def is_authentication_failure(error):
@@ -60,16 +56,6 @@ def _api_module(api_key):
     return module
 
 
-def _buffers(body):
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return [body]
-    try:
-        return list(body)
-    except TypeError:
-        raise TypeError("body must be bytes-like or a list of bytes-like, got %s"
-                        % type(body).__name__) from None
-
-
 class NetworkClient:
     def __init__(self, metadata, *, client_id, request_timeout_ms,
                  max_in_flight_requests_per_connection, connections_max_idle_ms,
@@ -81,31 +67,20 @@ class NetworkClient:
         self.metadata = metadata
         self._client_id = client_id
         self._request_timeout_ms = int(request_timeout_ms)
-        self._max_in_flight = int(max_in_flight_requests_per_connection)
-        self._idle_ms = int(connections_max_idle_ms)
         self.reconnect_backoff_ms = int(reconnect_backoff_ms)
         self._backoff = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
         self._connection_options = dict(socket_options=socket_options, ssl_context=ssl_context,
                                         receive_message_max_bytes=receive_message_max_bytes)
         self._sasl = sasl_authenticator
-        self._sel = Selector()
-        self._recv_into = recv_into  # kcore's: drains the wakeup socket keeping the GIL
-        self._wake_pending = False
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_buf = bytearray(1024)
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._sel.register(self._wake_r, _R, None)
-        self._conns = {}           # node_id -> BrokerConnection (kept across reconnects)
-        self._correlation = 0
-        # (api key, version) -> (request header before the correlation id, after it,
-        # response header version)
-        self._heads = {}
         self._updater = MetadataUpdater(self, metadata, _INTERNAL_METADATA,
                                         allow_auto_create_topics)
-        self._completed = []       # ClientResponses whose callbacks run at the end of poll()
-        self._next_idle_check = 0
-        self._closed = False
+        # the data path: the connections (node_id -> BrokerConnection, kept across
+        # reconnects), the selector, the in-flight requests, the completed responses
+        self.io = NetworkPoll(self, metadata, self._updater, Selector(), Waker(),
+                              max_in_flight=max_in_flight_requests_per_connection,
+                              request_timeout_ms=request_timeout_ms,
+                              idle_ms=connections_max_idle_ms)
+        self._conns = self.io.conns
 
     # -- connection state --
 
@@ -126,12 +101,12 @@ class NetworkClient:
 
     def can_send(self, conn):
         """READY, below max in flight, and nothing left half-written (Java's canSendMore)."""
-        return network_poll.can_send(self, conn)
+        return self.io.can_send(conn)
 
     def is_ready(self, node_id, now):
         """Can a request go to node_id now? False while a metadata update is due, so the
         metadata request goes first (Java)."""
-        return network_poll.is_ready(self, node_id, now)
+        return self.io.is_ready(node_id, now)
 
     def ready(self, node_id, now):
         """is_ready(), and if the node is disconnected and its backoff passed, start connecting."""
@@ -186,14 +161,11 @@ class NetworkClient:
         return self.metadata.version > 0 or any(c.state == READY for c in self._conns.values())
 
     def in_flight_request_count(self, node_id=None):
-        if node_id is not None:
-            conn = self._conns.get(node_id)
-            return 0 if conn is None else len(conn.in_flight)
-        return sum(len(c.in_flight) for c in self._conns.values())
+        return self.io.in_flight_count(node_id)
 
     def busy_nodes(self):
         """The nodes with requests in flight."""
-        return network_poll.busy_nodes(self)
+        return self.io.busy_nodes()
 
     def has_in_flight(self, node_id=None):
         return self.in_flight_request_count(node_id) > 0
@@ -250,11 +222,9 @@ class NetworkClient:
         except errors.KafkaConnectionError as e:
             self._close(conn, e, now)
             return
-        self._sel.register(conn.sock, _RW, conn)
-        self._sel.set_channel(conn.sock, conn.channel)  # its I/O once attached (plaintext)
-        conn.sel_mask = _RW
+        self.io.register(conn)
 
-    def _set_up(self, conn, now):
+    def set_up(self, conn, now):
         """poll() found a connection CONNECTING or HANDSHAKING ready: its next setup steps.
         True if it is set up enough for its I/O to go on in this poll."""
         if conn.state == CONNECTING:
@@ -324,14 +294,14 @@ class NetworkClient:
                   ", session of %d ms" % conn.authenticator.session_lifetime_ms)
         conn.set_ready(conn.api_versions)
 
-    def _reauthenticate(self, conn, now):
+    def reauthenticate(self, conn, now):
         """KIP-368: a READY connection whose SASL session nears its end authenticates again."""
         log.debug("Node %s: re-authenticating (SASL session ends soon)", conn.node_id)
         conn.reauth_at_ms = None
         self._start_authentication(conn, now)
 
     def _update_interest(self, conn):
-        network_poll.after_write(self, conn, (), 0)
+        self.io.after_write(conn, (), 0)
 
     def _send_api_versions(self, conn, version, now):
         self._enqueue(conn, api_versions.API_KEY, version, api_versions.encode_request(version),
@@ -371,40 +341,31 @@ class NetworkClient:
                              self._request_timeout_ms if timeout_ms is None else timeout_ms,
                              now, None)
 
-    def _request_head(self, api_key, version):
+    def request_head(self, api_key, version):
         """(request header before the correlation id, after it, response header version) for
-        an API and version, cached."""
+        an API and version (NetworkPoll caches it)."""
         api = _api_module(api_key).API
         w = Writer()  # key, version | correlation id | client id (and tagged fields)
         header.write_request_header(w, api, version, 0, self._client_id)
         head = w.getvalue()
-        around = self._heads[api_key, version] = (
-            head[:4], head[8:], header.response_header_version(api, version))
-        return around
-
-    _buffers = staticmethod(_buffers)
+        return head[:4], head[8:], header.response_header_version(api, version)
 
     def _enqueue(self, conn, api_key, version, body, expects_response, callback, timeout_ms,
                  now, internal):
-        return network_poll.enqueue(self, conn, api_key, version, body, expects_response,
-                                    callback, timeout_ms, now, internal)
-
-    def _write(self, conn, now):
-        network_poll.write(self, conn, now)
+        return self.io.enqueue(conn, api_key, version, body, expects_response, callback,
+                               timeout_ms, now, internal)
 
     # -- closing --
 
     def _close(self, conn, error, now, request_update=True):
-        if conn.sock is not None:
-            try:
-                self._sel.unregister(conn.sock)
-            except (KeyError, ValueError):
-                pass
-        was = conn.state
-        failed = conn.close(error, now)
+        self.io.close(conn, error, now, request_update)
+
+    def connection_closed(self, conn, state, error, failed, now, request_update):
+        """NetworkPoll's hook, once conn closed (it was in ``state``): log, decide, and return
+        the error its failed requests (``failed``) complete with."""
         if error is not None:
             log.info("Node %s (%s:%s) disconnected%s: %s", conn.node_id, conn.host, conn.port,
-                     " while %s" % was.lower() if was != READY else "", error)
+                     " while %s" % state.lower() if state != READY else "", error)
         if is_authentication_failure(error):
             log.error("Node %s (%s:%s): %s", conn.node_id, conn.host, conn.port, error)
             self.metadata.set_fatal_error(error)
@@ -416,12 +377,11 @@ class NetworkClient:
         for req in failed:
             if req.internal == _INTERNAL_METADATA:
                 self._updater.request_failed(now)
-            elif req.internal is None:
-                self._complete(conn, req, None, error, now)
         if request_update:
             if self._updater.update_due(now):  # Java: treat as a failed update, to back off
                 self.metadata.failed_update(now)
             self.metadata.request_update()  # the disconnect may come from stale metadata
+        return error
 
     def close_node(self, node_id):
         conn = self._conns.get(node_id)
@@ -462,41 +422,20 @@ class NetworkClient:
     def close(self):
         """Close every connection and the selector. Callbacks of requests still in flight are
         not run (the Sender aborts its incomplete batches itself, as Java's does)."""
-        if self._closed:
-            return
-        self._closed = True
-        now = now_ms()
-        for conn in self._conns.values():
-            if conn.sock is not None:
-                self._close(conn, None, now, request_update=False)
-        self._completed.clear()
-        self._sel.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self.io.shutdown()
 
     def wakeup(self):
         """Interrupt a blocking poll() (thread-safe); nearly free while one is pending."""
-        if self._wake_pending:
-            return
-        self._wake_pending = True
-        try:
-            send_buffers(self._wake_w, (b"x",))
-        except (BlockingIOError, InterruptedError):
-            pass  # a wakeup is already pending
-        except OSError:
-            pass  # closed
+        self.io.wakeup()
 
     # -- polling --
 
     def poll(self, timeout_ms=None):
         """Do IO for up to timeout_ms (None: request_timeout_ms), then run callbacks
-        (kcore.network_poll.poll)."""
-        network_poll.poll(self, timeout_ms)
+        (kcore's NetworkPoll.poll)."""
+        self.io.poll(timeout_ms)
 
-    def _handle_frame(self, conn, frame, now):
-        network_poll.handle_frame(self, conn, frame, now)
-
-    def _response_header_end(self, frame):
+    def response_header_end(self, frame):
         """Where a response's body starts, past its correlation id and tagged fields;
         KafkaError if the header does not decode."""
         r = Reader(frame)
@@ -504,7 +443,7 @@ class NetworkClient:
         decoded("a response header", r.read_tagged_fields)
         return r.pos
 
-    def _handle_internal(self, conn, req, body, now):
+    def handle_internal(self, conn, req, body, now):
         """The response to a request the client sent itself."""
         if req.internal == _INTERNAL_API_VERSIONS:
             self._handle_api_versions(conn, req, body, now)
@@ -513,5 +452,3 @@ class NetworkClient:
         elif req.internal == _INTERNAL_SASL:
             self._handle_sasl(conn, req, body, now)
 
-    def _complete(self, conn, req, body, error, now):
-        network_poll.complete(self, conn, req, body, error, now)

@@ -86,7 +86,8 @@ def network_client_for(config, metadata):
         allow_auto_create_topics=config["allow_auto_create_topics"])
 
 
-def sender_for(config, client, metadata, accumulator, transaction_manager, metrics):
+def sender_for(config, client, metadata, accumulator, transaction_manager, metrics,
+               sender_loop=kcore.SenderLoop):
     return Sender(
         client, metadata, accumulator, client_id=config["client_id"], acks=config["acks"],
         retries=config["retries"], request_timeout_ms=config["request_timeout_ms"],
@@ -95,7 +96,7 @@ def sender_for(config, client, metadata, accumulator, transaction_manager, metri
         delivery_timeout_ms=config["delivery_timeout_ms"],
         transaction_timeout_ms=config["transaction_timeout_ms"],
         max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
-        transaction_manager=transaction_manager, metrics=metrics)
+        transaction_manager=transaction_manager, metrics=metrics, sender_loop=sender_loop)
 
 
 def accumulator_settings(config):
@@ -143,7 +144,7 @@ class KafkaProducer:
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
                                   self._tm, self._metrics)
         self._send_path = kcore.SendPath(
-            self._accumulator, self._wait_on_metadata, self._sender.wakeup,
+            self._accumulator, self._wait_on_metadata, self._client.io.waker,
             partitioner=self.config["partitioner"], transaction_manager=self._tm,
             **send_settings(self.config))
         self.send = self._send_path.send  # one vectorcall into kcore per record
@@ -226,7 +227,7 @@ class KafkaProducer:
         raw = self.__dict__.get("_raw_send_path")
         if raw is None:  # serialized already
             raw = self._raw_send_path = kcore.SendPath(
-                self._accumulator, self._wait_on_metadata, self._sender.wakeup,
+                self._accumulator, self._wait_on_metadata, self._client.io.waker,
                 transaction_manager=self._tm, **send_settings(self.config, serialize=False))
         custom = self._partition_with(self.config["partitioner"])
         n = len(vals)

@@ -3,9 +3,10 @@ what is due, metadata as needed, ready(), drain(), send ProduceRequests (pipelin
 max_in_flight per connection), complete or retry batches, then poll for at most
 min(linger or backoff left, node delay, next expiry).
 
-The loop is kcore's SenderLoop.run: each pass is expiry, ready() and drain() (one section
-for both choices, without the GIL for many queues), the requests, then the NetworkClient's poll
-(kcore.network_poll); it frames the requests, keeps the batches in flight and completes the
+The loop is kcore's SenderLoop.run, which owns the loop and its running state: each pass is
+expiry, ready() and drain() (one section for both choices, without the GIL for many queues), the
+requests, then the NetworkClient's poll (kcore's NetworkPoll); it frames the requests, keeps the
+batches in flight and completes the
 acknowledged ones in C, once per response. A steady produce stream thus runs no Python bytecode
 in this thread but the user's callbacks (tests/integration/test_sender_steady_state.py). What
 needs a decision comes back here: the producer id (decide), a partition's error (retry, split,
@@ -24,7 +25,7 @@ import logging
 import threading
 import time
 
-import kcore
+from kcore import SenderLoop, piece_errors
 from pyprod import errors
 from pyprod.protocol import init_producer_id
 
@@ -35,16 +36,12 @@ def now_ms():
     return int(time.monotonic() * 1000)
 
 
-def _sender_loop_class(accumulator):
-    """The SenderLoop of the accumulator's implementation (tests run the Sender on both)."""
-    return kcore.kernels(pure=type(accumulator).__module__.startswith("kcore.pure.")).SenderLoop
-
-
 class Sender(threading.Thread):
     def __init__(self, client, metadata, accumulator, *, client_id, acks, retries,
                  request_timeout_ms, max_request_size, retry_backoff_ms, delivery_timeout_ms,
                  transaction_timeout_ms, max_in_flight_requests_per_connection,
-                 transaction_manager=None, metrics=None):
+                 transaction_manager=None, metrics=None, sender_loop=SenderLoop):
+        """sender_loop: the SenderLoop class, of the accumulator's implementation."""
         super().__init__(name="pyprod-sender-" + client_id, daemon=True)
         self.client = client
         self.metadata = metadata
@@ -61,15 +58,15 @@ class Sender(threading.Thread):
         # Without idempotence, max_in_flight=1 keeps order by muting a partition while it sends.
         self.guarantee_order = transaction_manager is None and \
             max_in_flight_requests_per_connection == 1
-        self._running = True
         self._force_close = False
         self._init_pid_in_flight = False
         self._init_pid_not_before = 0
-        self.produce_loop = _sender_loop_class(accumulator)(
+        self.produce_loop = sender_loop(
             accumulator, transaction_manager, now=now_ms(), acks=acks,
             request_timeout_ms=request_timeout_ms, delivery_timeout_ms=delivery_timeout_ms,
             guarantee_order=self.guarantee_order, on_partition=self._on_partition,
-            on_error=self._on_error, on_piece_done=self._piece_done, on_fail=self._fail)
+            on_error=self._on_error, on_piece_done=self._piece_done, on_fail=self._fail,
+            net=client.io)
         self._split_parents = self.produce_loop.split_parents
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -93,7 +90,7 @@ class Sender(threading.Thread):
 
     def initiate_close(self):
         self.accumulator.close()
-        self._running = False
+        self.produce_loop.running = False
         self.wakeup()
 
     def force_close(self):
@@ -224,7 +221,7 @@ class Sender(threading.Thread):
             return
         pieces = parent.result.pieces
         if all(piece.is_done for _, _, piece in pieces):
-            self.accumulator.complete(parent, record_errors=kcore.piece_errors(pieces) or None)
+            self.accumulator.complete(parent, record_errors=piece_errors(pieces) or None)
             self._piece_done(parent)
 
     def _fail(self, batch, error, record_errors=None):

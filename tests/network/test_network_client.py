@@ -219,7 +219,7 @@ class TestKafka:
             assert nc.in_flight_request_count() == 0
 
     def test_produce_acks0_completes_on_send(self, kafka, topic):
-        from pyprod.testing.readback import read_all_confluent
+        from tests.harness.readback import read_all_confluent
         name = topic(partitions=1)
         with make_client(kafka.bootstrap_servers) as (nc, md):
             bootstrap(nc, md, name)
@@ -734,7 +734,7 @@ def _send_all_draining(peer, data, conn, got):
 
 
 def test_connection_writes_buffer_lists_with_partial_sends():
-    from pyprod.connection import InFlightRequest
+    from kcore import InFlightRequest
     with paired_connection() as (conn, peer):
         conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         big = os.urandom(1 << 20)
@@ -778,7 +778,7 @@ def test_connection_eof_returns_frames_read_before_it():
 def test_answers_to_requests_that_expected_none_are_skipped():
     """acks=0 gets no answer from Kafka; a broker that answers anyway (seen from tansu) must
     not be taken for a correlation mismatch that drops the connection."""
-    from pyprod.connection import InFlightRequest
+    from kcore import InFlightRequest
 
     with paired_connection() as (conn, _):
         conn.unanswered.append(7)  # request 7 (acks=0) was written

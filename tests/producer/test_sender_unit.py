@@ -71,6 +71,8 @@ class Response:
 class FakeClient:
     """Ready node 0; requests are kept until the test answers them."""
 
+    io = None  # the SenderLoop's NetworkPoll: FakeNet below
+
     def __init__(self):
         self.requests = []
         self.polls = []
@@ -139,30 +141,30 @@ class FakeClient:
 
 
 class FakeNet:
-    """The SenderLoop's way to its client (kcore.network_poll's functions), on FakeClient's
-    Python API and the fake clock."""
+    """The SenderLoop's way to its client (a NetworkPoll), on FakeClient's Python API and the
+    fake clock."""
 
-    def __init__(self, clock):
-        self.now_ms = clock
+    def __init__(self, client, clock):
+        self.client, self.now_ms = client, clock
 
-    def poll(self, client, timeout_ms):
-        client.poll(timeout_ms)
+    def poll(self, timeout_ms):
+        self.client.poll(timeout_ms)
 
-    def busy_nodes(self, client):
-        return client.busy_nodes()
+    def busy_nodes(self):
+        return self.client.busy_nodes()
 
-    def sendable_nodes(self, client, now):
-        return sorted(n for n in client.ready_nodes if client.ready(n, now))
+    def sendable_nodes(self, now):
+        return sorted(n for n in self.client.ready_nodes if self.client.ready(n, now))
 
-    def ready_delay(self, client, node):
+    def ready_delay(self, node):
         return None  # not READY: the client's own ready() and connection_delay() decide
 
-    def produce_version(self, client, node):
-        return client.api_version(node, produce.API_KEY)
+    def produce_version(self, node):
+        return self.client.api_version(node, produce.API_KEY)
 
-    def send_request(self, client, node, api_key, version, body, expects_response, callback,
+    def send_request(self, node, api_key, version, body, expects_response, callback,
                      timeout_ms):
-        client.send(node, api_key, version, body, expects_response, callback, timeout_ms)
+        self.client.send(node, api_key, version, body, expects_response, callback, timeout_ms)
 
 
 class Rig:
@@ -178,8 +180,9 @@ class Rig:
         self.acc = k.RecordAccumulator(self.metadata, self.tm,
                                        **accumulator_settings(self.config))
         self.size = k.record_size_upper_bound(None, b"v", None)
-        self.sender = sender_for(self.config, self.client, self.metadata, self.acc, self.tm, None)
-        self.sender.produce_loop.net = FakeNet(self.clock)
+        self.sender = sender_for(self.config, self.client, self.metadata, self.acc, self.tm, None,
+                                 sender_loop=k.SenderLoop)
+        self.sender.produce_loop.net = FakeNet(self.client, self.clock)
         self.calls = []
 
     def send(self, n=1, partition=0):

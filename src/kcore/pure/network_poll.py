@@ -1,8 +1,11 @@
 """The NetworkClient's data path (Java's NetworkClient.poll with its Selector and
-InFlightRequests): poll(), request queueing, response dispatch, request timeouts, a connection's
-plaintext and TLS byte streams. The code is kcore/shared/network_poll.py, which the compiled twin
-compiles in; this twin runs it as Python, with every name it defines."""
-from kcore.shared import network_poll as _shared
+InFlightRequests): NetworkPoll and each connection's Link. The code is
+kcore/shared/network_poll.py, which the compiled twin compiles in; this twin runs it as Python."""
+from kcore.shared.network_poll import (  # noqa: F401
+    AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, HANDSHAKING, MAX_DELAY_MS,
+    READY, SETTING_UP, ClientResponse, InFlightRequest, Link, NetworkPoll, drop_tracebacks,
+    ssl_failure)
 
-globals().update((n, v) for n, v in vars(_shared).items() if not n.startswith("__"))
-__all__ = _shared.__all__
+__all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
+           "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
+           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks"]

@@ -14,7 +14,7 @@ releases it.
 import selectors
 import socket
 
-__all__ = ["Selector", "send_buffers", "recv_into", "MAX_IOV"]
+__all__ = ["Selector", "Waker", "send_buffers", "recv_into", "MAX_IOV"]
 
 MAX_IOV = 64
 _HAS_SENDMSG = hasattr(socket.socket, "sendmsg")
@@ -64,6 +64,44 @@ class Selector:
             if channel is not None and channel.direct:
                 channel.io(mask & selectors.EVENT_READ, mask & selectors.EVENT_WRITE)
         return events
+
+
+class Waker:
+    """Interrupts a Selector's wait from any thread (Java's Selector.wakeup): a socket pair
+    whose reader the Selector watches, and one byte written while a wake-up is pending."""
+
+    def __init__(self):
+        self.reader, self.writer = socket.socketpair()
+        self.reader.setblocking(False)
+        self.writer.setblocking(False)
+        self._buf = bytearray(1024)
+        self.pending = False
+
+    def wakeup(self):
+        """Interrupt the Selector's wait (thread-safe); nearly free while one is pending."""
+        if self.pending:
+            return
+        self.pending = True
+        try:
+            send_buffers(self.writer, (b"x",))
+        except OSError:  # BlockingIOError: a byte is there already; or closed
+            pass
+
+    wake = wakeup
+
+    def drain(self):
+        """Read the pending bytes (the Selector's thread, once its wait returned)."""
+        try:
+            while recv_into(self.reader, self._buf):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        # After draining: a wakeup() between the two leaves a byte, so the next wait returns.
+        self.pending = False
+
+    def close(self):
+        self.reader.close()
+        self.writer.close()
 
 
 def send_buffers(sock, buffers):

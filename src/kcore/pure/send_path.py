@@ -41,7 +41,8 @@ class SendPath:
                  partitioner=None, transaction_manager=None):
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata  # (topic, partition, max_wait_ms) -> None
-        self.wakeup = wakeup
+        # a Waker (the Sender's) or any callable
+        self.wakeup = wakeup.wakeup if callable(getattr(type(wakeup), "wake", None)) else wakeup
         # A user partitioner (see custom_partition); with on_new_batch(topic, cluster,
         # prev_partition), KIP-480: told before a null-key record starts a batch, asked again.
         self.partitioner = partitioner

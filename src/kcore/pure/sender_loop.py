@@ -16,7 +16,6 @@ on_fail(batch, error) fails a batch that expired or cannot be sent.
 """
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
-from kcore.pure import network_poll
 from kcore.shared.sender_loop import _fail_expired, _run, _run_once, _send_producer_data
 from kcore.errors import KafkaError, UnknownError
 
@@ -30,10 +29,11 @@ _WHEEL_SIZE = 64
 class SenderLoop:
     def __init__(self, accumulator, transaction_manager, *, now, acks, request_timeout_ms,
                  delivery_timeout_ms, guarantee_order, on_partition, on_error,
-                 on_piece_done=None, on_fail=None):
+                 on_piece_done=None, on_fail=None, net=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
-        self.net = network_poll  # the NetworkClient's data path, this implementation's
+        self.net = net  # the NetworkClient's NetworkPoll: its data path
+        self.running = True  # the loop goes on while set (cleared by the Sender)
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
@@ -49,7 +49,7 @@ class SenderLoop:
         self._queue_scan_ms = now
 
     def run(self, sender):
-        """The Sender's loop while sender._running: run_once, then sender.decide(now) when the
+        """The Sender's loop while running: run_once, then sender.decide(now) when the
         producer id needs a decision."""
         _run(self, sender)
 

@@ -4,10 +4,9 @@ id is set), expiry at delivery_timeout_ms (Java's Sender.failBatch on expired ba
 produce step (Java's Sender.sendProducerData: ready(), and drain() of the ready nodes whose
 connections can take a request, chosen in one section (without the GIL for many queues); the
 other ready nodes' connections; then one ProduceRequest per node). The client and the metadata
-are the producer's NetworkClient and Metadata. The loop reaches the client through ``loop.net``
-(kcore.network_poll, of the loop's implementation: its functions take the client first), and
-through its Python methods only for what needs a decision: a node to connect to, a refused
-authentication."""
+are the producer's NetworkClient and Metadata. The loop reaches the network through ``loop.net``
+(the client's NetworkPoll: the data path), and the client's Python methods only for what needs a
+decision: a node to connect to, a refused authentication."""
 import logging
 import time
 
@@ -19,10 +18,11 @@ _QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() 
 
 
 def _run(loop, sender):
-    """The Sender's loop while it runs (Java's Sender.run): _run_once, and the producer id's
-    decisions through sender.decide(now). An error is logged; it never ends the I/O thread."""
+    """The Sender's loop while loop.running (Java's Sender.run): _run_once, and the producer
+    id's decisions through sender.decide(now). An error is logged; it never ends the I/O
+    thread."""
     client, metadata, max_request_size = sender.client, sender.metadata, sender.max_request_size
-    while sender._running:
+    while loop.running:
         try:
             now = _run_once(loop, client, metadata, max_request_size)
             if now is not None:
@@ -41,7 +41,7 @@ def _run_once(loop, client, metadata, max_request_size):
     tm = loop.tm
     if tm is not None and (tm.fatal_error is not None or not tm.has_producer_id()):
         return now
-    loop.net.poll(client, _send_producer_data(loop, client, metadata, max_request_size, now))
+    loop.net.poll(_send_producer_data(loop, client, metadata, max_request_size, now))
     return None
 
 
@@ -70,8 +70,8 @@ def _send_producer_data(loop, client, metadata, max_request_size, now):
     accumulator = loop.accumulator
     net = loop.net
     cluster = metadata.cluster
-    busy = net.busy_nodes(client)
-    sendable = net.sendable_nodes(client, now)
+    busy = net.busy_nodes()
+    sendable = net.sendable_nodes(now)
     result, drained = accumulator.ready_drain(cluster, now, busy, sendable, max_request_size)
     if result.unknown_leader_topics:
         for topic in result.unknown_leader_topics:
@@ -81,7 +81,7 @@ def _send_producer_data(loop, client, metadata, max_request_size, now):
     for node in result.ready_nodes:
         if node in sendable:
             continue
-        delay = net.ready_delay(client, node)  # READY: busy, or metadata goes first
+        delay = net.ready_delay(node)  # READY: busy, or metadata goes first
         if delay is None:
             client.ready(node, now)  # connects, once its reconnect backoff has passed
             refused = client.authentication_error(node)
@@ -107,12 +107,12 @@ def _send_producer_data(loop, client, metadata, max_request_size, now):
 def _send_produce_request(loop, client, node, batches, now):
     net = loop.net
     try:  # IncompatibleBrokerVersion: no Produce version in common (v3+ is needed)
-        version = net.produce_version(client, node)
+        version = net.produce_version(node)
         body, on_response = loop.request(version, batches, now)
     except KafkaError as e:
         log.error("Cannot send to node %s: %s", node, e)
         for batch in batches:
             loop.on_fail(batch, e)
         return
-    net.send_request(client, node, _PRODUCE, version, body, loop.acks != 0, on_response,
+    net.send_request(node, _PRODUCE, version, body, loop.acks != 0, on_response,
                      loop.request_timeout_ms)
