@@ -1,0 +1,76 @@
+"""The contract of kcore.record_accumulator and its twin kcore.pure.record_accumulator: the
+producer's per-partition queues of batches (Java's RecordAccumulator)."""
+from collections.abc import Collection, Iterable
+from typing import Any, NamedTuple
+
+from typing_extensions import Buffer
+
+from kcore.buffer_pool import BufferPool
+from kcore.builtin_partitioner import BuiltInPartitioner
+from kcore.future import FutureRecordMetadata, ProduceRequestResult, TopicPartition
+from kcore.partition_queue import PartitionQueue
+from kcore.producer_batch import ProducerBatch
+from kcore.transaction_manager import TransactionManager
+
+__all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
+
+class ReadyCheckResult(NamedTuple):
+    ready_nodes: set[int]
+    next_ready_check_delay_ms: float
+    unknown_leader_topics: set[str]
+
+class TopicInfo:
+    topic: str
+    version: int
+    num_partitions: int
+    tps: list[TopicPartition]
+    deques: list[PartitionQueue]
+    partitioner: BuiltInPartitioner
+    def __init__(self, topic: str, partitioner: BuiltInPartitioner) -> None: ...
+
+class RecordAccumulator:
+    batch_size: int
+    batch_max_size: int
+    linger_ms: int
+    retry_backoff_ms: int
+    delivery_timeout_ms: int
+    compression_type: str | None
+    pool: BufferPool
+    metadata: Any
+    tm: TransactionManager | None
+    def __init__(self, metadata: Any, transaction_manager: TransactionManager | None = None, *,
+                 batch_size: int, linger_ms: int, buffer_memory: int,
+                 compression_type: str | None, delivery_timeout_ms: int, retry_backoff_ms: int,
+                 batch_max_size: int | None = None, seed: int | None = None) -> None: ...
+    def topic_info(self, topic: str) -> TopicInfo | None: ...
+    def update_partition_info(self, info: TopicInfo, partition: int,
+                              appended_bytes: int) -> None: ...
+    def mute(self, tp: TopicPartition) -> None: ...
+    def unmute(self, tp: TopicPartition) -> None: ...
+    @property
+    def muted(self) -> frozenset[TopicPartition]: ...
+    def append(self, tp: TopicPartition, timestamp_ms: int, key: Buffer | None,
+               value: Buffer | None, headers: Iterable[tuple[str, Buffer | None]] | None,
+               header_size: int, size: int, max_block_ms: float, now: int,
+               abort_on_new_batch: bool = False
+               ) -> tuple[FutureRecordMetadata | None, bool, bool, bool]: ...
+    def ready(self, cluster: Any, now: int, busy: Collection[int] = ()) -> ReadyCheckResult: ...
+    def ready_drain(self, cluster: Any, now: int, busy: Collection[int],
+                    sendable: Collection[int], max_request_size: int
+                    ) -> tuple[ReadyCheckResult, dict[int, list[ProducerBatch]]]: ...
+    def drain(self, cluster: Any, nodes: Iterable[int], max_request_size: int, now: int,
+              busy: Collection[int] = ()) -> dict[int, list[ProducerBatch]]: ...
+    def reenqueue(self, batch: ProducerBatch, now: int) -> None: ...
+    def split_and_reenqueue(self, batch: ProducerBatch) -> list[ProducerBatch]: ...
+    def expired_batches(self, now: int) -> list[ProducerBatch]: ...
+    def next_expiry_delay(self, now: int) -> float: ...
+    def complete(self, batch: ProducerBatch, base_offset: int = -1, log_append_time: int = -1,
+                 error: BaseException | None = None,
+                 record_errors: dict[int, BaseException] | None = None) -> None: ...
+    def begin_flush(self) -> None: ...
+    def end_flush(self) -> None: ...
+    def incomplete_results(self) -> list[ProduceRequestResult]: ...
+    def has_incomplete(self) -> bool: ...
+    def has_undrained(self) -> bool: ...
+    def close(self) -> None: ...
+    def abort_incomplete(self, error: BaseException, close: bool = True) -> None: ...

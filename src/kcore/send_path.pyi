@@ -1,0 +1,28 @@
+"""The contract of kcore.send_path and its twin kcore.pure.send_path: KafkaProducer.send, from
+the closed check to the returned future."""
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kcore.future import FutureRecordMetadata
+from kcore.record_accumulator import RecordAccumulator
+from kcore.transaction_manager import TransactionManager
+
+__all__ = ["SendPath", "custom_partition", "fork_generation"]
+
+def custom_partition(partitioner: Any, topic: str, key: Any, serialized_key: bytes | None,
+                     value: Any, serialized_value: bytes | None, cluster: Any) -> int: ...
+def fork_generation() -> int: ...
+
+class SendPath:
+    closed: bool
+    def __init__(self, accumulator: RecordAccumulator,
+                 wait_on_metadata: Callable[..., Any], wakeup: Any, *,
+                 key_serializer: Callable[..., Any] | None,
+                 value_serializer: Callable[..., Any] | None, max_block_ms: float,
+                 max_request_size: int, buffer_memory: int, partitioner: Any = None,
+                 transaction_manager: TransactionManager | None = None) -> None: ...
+    def send(self, topic: str, value: Any = None, key: Any = None,
+             headers: Sequence[tuple[str, Any]] | None = None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata: ...
+    def check_not_forked(self) -> None: ...
+    def check_usable(self) -> None: ...
