@@ -1,10 +1,10 @@
 """The NetworkClient's data path (Java's NetworkClient.poll with its Selector and
-InFlightRequests): NetworkPoll and each connection's Link. The code is
+InFlightRequests): NetworkPoll and each connection's Link. The code is kcore/shared/link.py and
 kcore/shared/network_poll.py, which the compiled twin compiles in; this twin runs it as Python."""
-from kcore.shared.network_poll import (  # noqa: F401
+from kcore.shared.link import (  # noqa: F401
     AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, HANDSHAKING, MAX_DELAY_MS,
-    READY, SETTING_UP, ClientResponse, InFlightRequest, Link, NetworkPoll, drop_tracebacks,
-    ssl_failure)
+    READY, SETTING_UP, InFlightRequest, Link, drop_tracebacks, ssl_failure)
+from kcore.shared.network_poll import ClientResponse, NetworkPoll  # noqa: F401
 
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
