@@ -43,6 +43,11 @@ if TYPE_CHECKING or EXTENSIONS:
     from kcore.selector import MAX_IOV, Selector, Waker, recv_into, send_buffers
     from kcore.channel import INBOX, RECV_CHUNK, Channel
     from kcore.produce_codec import decode_produce_response, encode_produce_body
+    from kcore.network_poll import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING,
+                                    DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP,
+                                    ClientResponse, InFlightRequest, Link, NetworkPoll,
+                                    drop_tracebacks, ssl_failure)
+    from kcore.sender_loop import QUEUE_SCAN, ProduceResponseHandler, SenderLoop
 else:
     from kcore.pure.varint import (decode_unsigned_varint, decode_varint, encode_unsigned_varint,
                                    encode_varint, size_of_unsigned_varint, size_of_varint)
@@ -64,16 +69,6 @@ else:
     from kcore.pure.selector import MAX_IOV, Selector, Waker, recv_into, send_buffers
     from kcore.pure.channel import INBOX, RECV_CHUNK, Channel
     from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
-
-# The kernels without a stub yet: a type checker reads their pure twins. Once a kernel has its
-# kcore/<name>.pyi, its imports move to the branches above.
-if EXTENSIONS and not TYPE_CHECKING:
-    from kcore.network_poll import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING,
-                                    DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP,
-                                    ClientResponse, InFlightRequest, Link, NetworkPoll,
-                                    drop_tracebacks, ssl_failure)
-    from kcore.sender_loop import QUEUE_SCAN, ProduceResponseHandler, SenderLoop
-else:
     from kcore.pure.network_poll import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING,
                                          DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY,
                                          SETTING_UP, ClientResponse, InFlightRequest, Link,
@@ -130,10 +125,9 @@ def _pure_modules() -> tuple[ModuleType, ...]:
 
 def _compiled_modules() -> tuple[ModuleType, ...]:
     from kcore import (batch_send, buffer_pool, builtin_partitioner, channel, crc, future,
-                       murmur, partition_queue, produce_codec, producer_batch, record_accumulator,
-                       record_batch_builder, selector, send_path, timing_wheel,
-                       transaction_manager, varint)
-    from kcore import network_poll, sender_loop  # type: ignore[attr-defined]  # (no stubs yet)
+                       murmur, network_poll, partition_queue, produce_codec, producer_batch,
+                       record_accumulator, record_batch_builder, selector, send_path,
+                       sender_loop, timing_wheel, transaction_manager, varint)
     return (varint, crc, murmur, record_batch_builder, buffer_pool, timing_wheel, future,
             producer_batch, transaction_manager, builtin_partitioner, partition_queue,
             record_accumulator, send_path, batch_send, selector, channel, produce_codec,

@@ -10,6 +10,10 @@ its special methods; its constructor when the stub declares ``__init__`` (or is 
 positional-only parameter's name is not part of a contract. Each module's ``__all__`` is its
 stub's public names.
 
+A stub's Protocol classes (``class NetworkHooks(Protocol)``: what a kernel calls on an object
+it is given) are for type checkers only, not public names of its contract: they are in neither
+implementation nor in the stub's ``__all__`` (test_protocols_are_type_only).
+
 Signatures come from inspect.signature where it works (the twins, Cython functions compiled
 with binding). The methods of cdef classes in ``binding=False`` modules carry theirs in the first
 line of ``__doc__`` (setup.py's ``embedsignature`` directive, C types included); the constructor
@@ -32,7 +36,6 @@ import kcore
 
 PACKAGE = Path(kcore.__file__).parent
 STUBS = sorted(p.stem for p in PACKAGE.glob("*.pyi") if p.stem != "__init__")
-PENDING = {"network_poll", "sender_loop"}  # being restructured: their stubs come later
 IMPLS = (["compiled"] if kcore.EXTENSIONS else []) + ["pure"]
 
 P = inspect.Parameter
@@ -97,13 +100,28 @@ def _stub_class(node):
     return Entry("class", members=members)
 
 
+def _stub_tree(kernel):
+    return ast.parse((PACKAGE / (kernel + ".pyi")).read_text(), kernel + ".pyi")
+
+
+def _is_protocol(node):
+    return isinstance(node, ast.ClassDef) and any(
+        ast.unparse(b).split("[")[0].rsplit(".", 1)[-1] == "Protocol" for b in node.bases)
+
+
+def stub_protocols(kernel):
+    """The names of the stub's Protocol classes (type checkers' only: no contract names)."""
+    return [node.name for node in _stub_tree(kernel).body if _is_protocol(node)]
+
+
 def read_stub(kernel):
-    """({public name: Entry}, the stub's __all__ or None)."""
-    tree = ast.parse((PACKAGE / (kernel + ".pyi")).read_text(), kernel + ".pyi")
+    """({public name: Entry}, the stub's __all__ or None); its Protocols are left out."""
     names, declared_all = {}, None
-    for node in tree.body:
+    for node in _stub_tree(kernel).body:
         if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
             declared_all = ast.literal_eval(node.value)
+            continue
+        if _is_protocol(node):
             continue
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             name = node.name
@@ -302,7 +320,7 @@ CASES = [pytest.param(k, i, id="%s-%s" % (k, i)) for k in STUBS for i in IMPLS]
 
 def test_every_kernel_has_its_stub():
     assert set(STUBS) <= set(kcore.KERNELS), set(STUBS) - set(kcore.KERNELS)
-    missing = set(kcore.KERNELS) - PENDING - set(STUBS)
+    missing = set(kcore.KERNELS) - set(STUBS)
     assert not missing, "kernels without a contract (kcore/<name>.pyi): %s" % sorted(missing)
 
 
@@ -314,6 +332,17 @@ def test_all_is_the_stub(kernel, impl):
     module = implementation(kernel, impl)
     assert len(set(module.__all__)) == len(module.__all__), module.__all__
     assert sorted(module.__all__) == sorted(names)
+
+
+@pytest.mark.parametrize("kernel,impl", CASES)
+def test_protocols_are_type_only(kernel, impl):
+    module = implementation(kernel, impl)
+    _, declared = read_stub(kernel)
+    for name in stub_protocols(kernel):
+        assert name not in (declared or ()), "%s.pyi: Protocol %s is in __all__" % (kernel, name)
+        assert not hasattr(module, name), \
+            "%s.%s exists: the stub declares it as a Protocol, not as a contract" % (
+                module.__name__, name)
 
 
 @pytest.mark.parametrize("kernel,impl", CASES)

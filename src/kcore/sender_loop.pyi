@@ -1,0 +1,64 @@
+"""The contract of kcore.sender_loop and its twin kcore.pure.sender_loop: the produce half of
+the Sender's loop (Java's Sender: sendProducerData, the ProduceRequests and their responses,
+the batches' delivery deadlines). ``client``, ``metadata`` and ``sender`` are pyprod's
+NetworkClient, Metadata and Sender."""
+from collections.abc import Callable
+from typing import Any, Final
+
+from typing_extensions import Buffer
+
+from kcore.network_poll import ClientResponse, NetworkPoll
+from kcore.produce_codec import _PartitionResult
+from kcore.producer_batch import ProducerBatch
+from kcore.record_accumulator import RecordAccumulator
+from kcore.timing_wheel import TimingWheel
+from kcore.transaction_manager import TransactionManager
+
+__all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
+
+QUEUE_SCAN: Final = "queue-scan"
+
+class SenderLoop:
+    accumulator: RecordAccumulator
+    tm: TransactionManager | None
+    net: NetworkPoll | None
+    running: bool
+    wheel: TimingWheel
+    acks: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    guarantee_order: bool
+    on_partition: Callable[[ProducerBatch, _PartitionResult], object]
+    on_error: Callable[[ProducerBatch, BaseException], object]
+    on_piece_done: Callable[[ProducerBatch], object] | None
+    on_fail: Callable[[ProducerBatch, BaseException], object] | None
+    split_parents: dict[ProducerBatch, ProducerBatch]
+    in_flight: dict[ProducerBatch, int]
+    requests: int
+    batches: int
+    records_sent: int
+    def __init__(self, accumulator: RecordAccumulator,
+                 transaction_manager: TransactionManager | None, *, now: int, acks: int,
+                 request_timeout_ms: int, delivery_timeout_ms: int, guarantee_order: bool,
+                 on_partition: Callable[[ProducerBatch, _PartitionResult], object],
+                 on_error: Callable[[ProducerBatch, BaseException], object],
+                 on_piece_done: Callable[[ProducerBatch], object] | None = None,
+                 on_fail: Callable[[ProducerBatch, BaseException], object] | None = None,
+                 net: NetworkPoll | None = None) -> None: ...
+    def run(self, sender: Any) -> None: ...
+    def run_once(self, client: Any, metadata: Any, max_request_size: int) -> int | None: ...
+    def send_producer_data(self, client: Any, metadata: Any, max_request_size: int,
+                           now: int) -> float: ...
+    def request(self, version: int, batches: list[ProducerBatch], now: int
+                ) -> tuple[list[Buffer], ProduceResponseHandler]: ...
+    def landed(self, batch: ProducerBatch) -> bool: ...
+    def fail_expired(self, now: int) -> None: ...
+    def expire(self, now: int) -> tuple[list[ProducerBatch], bool]: ...
+    def schedule_queue_scan(self, now: int, at: float) -> None: ...
+    def next_deadline_delay(self, now: int) -> int: ...
+    def succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None: ...
+    def counters(self) -> dict[str, int]: ...
+
+class ProduceResponseHandler:
+    """Made by SenderLoop.request only (the pure twin's constructor is no contract)."""
+    def __call__(self, response: ClientResponse) -> None: ...
