@@ -1,35 +1,17 @@
-# send_batch's column and batch-slot structs (see batch_send.pyx).
+# send_batch's batch-slot struct (see batch_send.pyx); its column structs are in
+# batch_columns.pxd.
 #
 # Threads (the one place these rules are written; batch_send.pyx points here): a _Call, its
-# Slot, BinChunk and BinCursor arrays and its _Placement belong to the one caller thread in
-# send_batch. Its walk (_Call._walk, without the GIL) reads and writes only those; the column
-# memory they point into (bytes objects and pyarrow buffers, immutable, kept alive by
+# Slot array, its Columns (batch_columns.pxd) and its _Placement belong to the one caller
+# thread in send_batch. Its walk (_Call._walk, without the GIL) reads and writes only those; the
+# column memory they point into (bytes objects and pyarrow buffers, immutable, kept alive by
 # _Call.keep; every array holds exactly n records, checked with the GIL before the walk); the
 # batches it holds (``appending``, set by this call: their builder and memory are its own, see
 # producer_batch.pxd); and the topic's partitioner (``sticky`` as a hint, bounds-checked
 # against the call's slots; _add_produced), see builtin_partitioner.pxd. It takes the GIL
 # back to hold another batch, grow one, switch or widen to the sticky partition, and at the end.
 from cpython.object cimport PyObject
-from libc.stdint cimport int32_t, int64_t, uint8_t
-
-
-
-# One chunk of a binary column: Arrow buffers, or a pointer and a length (-1: null) a record.
-cdef struct BinChunk:
-    Py_ssize_t length
-    const uint8_t* valid         # validity bitmap, NULL if no nulls
-    Py_ssize_t voff              # its bit offset (the array's offset)
-    const int32_t* off32         # offsets from the array's offset (one of off32 / off64)
-    const int64_t* off64
-    const uint8_t* data
-    const uint8_t** ptrs         # or these two
-    const Py_ssize_t* lens
-
-
-# A column read in record order: chunk ci, its record pos.
-cdef struct BinCursor:
-    BinChunk* chunks
-    Py_ssize_t nchunks, ci, pos
+from libc.stdint cimport int32_t, int64_t
 
 
 # The batch a call holds for one partition, and the call's records appended to it.

@@ -1,31 +1,24 @@
 # RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by send_path and
-# batch_send.
+# batch_send. RecordAccumulator's base, ReadyDrain (ready_drain.pxd), holds the queue array and
+# what ready() and drain() choose from without the GIL (pool, linger_ms, retry_backoff_ms,
+# _closed, _flushes, _drain_index, _queues...): their rules are written there.
 #
 # Threads (the one place these rules are written; record_accumulator.pyx points here):
 # - _topics, _deques, _incomplete, _seeds and the TopicInfo objects: the GIL (caller threads
-#   and the Sender). _closed, _flushes: written with the GIL, read without it by the Sender's
-#   scan (_sendable): hints, a stale one delays a batch by one loop.
-# - _queues, _nqueues, _queues_cap: grown by caller threads (_queue) with the GIL and
-#   _queues_lock; read with the GIL, or without it under _queues_lock (_scan, _select). The
-#   array borrows the queues from _deques, which keeps them while the accumulator lives.
-# - _leaders_of, _nleaders, _nentries, _drain_index: the Sender thread only (_drain_index also
-#   without the GIL, in _select). A queue counts in _nleaders/_nentries only once its leader /
-#   transaction manager entry is set: making one may let another thread add queues.
-# - batch_size, batch_max_size, linger_ms, retry_backoff_ms, delivery_timeout_ms, pool, tm,
-#   metadata, compression_type: set in __init__, then read-only (also without the GIL).
+#   and the Sender). _deques keeps the queues that ReadyDrain._queues borrows.
+# - _leaders_of, _nleaders, _nentries: the Sender thread only. A queue counts in
+#   _nleaders/_nentries only once its leader / transaction manager entry is set: making one
+#   may let another thread add queues.
+# - batch_size, batch_max_size, delivery_timeout_ms, tm, metadata, compression_type: set in
+#   __init__, then read-only (also without the GIL).
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
-# nogil: _scan, _select (they take _queues_lock, then each queue's lock around its reads);
-#   _scan_queue, _sendable, _drainable (with the queue's lock held); _ready_select: the Sender
-#   thread only.
-from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from kcore.buffer_pool cimport BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch
-from kcore.sync_impl cimport kc_mutex_t
+from kcore.ready_drain cimport ReadyDrain
 from kcore.transaction_manager cimport TransactionManager
 
 
@@ -46,44 +39,23 @@ cdef enum:
     APPEND_ABORTED = 4
 
 
-# What ready() found without the GIL: distinct ready nodes, queues with no leader, the delay.
-ctypedef struct ReadyScan:
-    int32_t* ready
-    Py_ssize_t nready
-    Py_ssize_t* unknown
-    Py_ssize_t nunknown
-    int64_t next_delay           # INT64_MAX: nothing to wait for
-
-
-cdef class RecordAccumulator:
+cdef class RecordAccumulator(ReadyDrain):
+    # (linger_ms, retry_backoff_ms, pool and the queue array: ReadyDrain's)
     cdef public Py_ssize_t batch_size
     cdef public Py_ssize_t batch_max_size    # an open batch grows up to this (>= batch_size)
-    cdef public int64_t linger_ms, retry_backoff_ms, delivery_timeout_ms
+    cdef public int64_t delivery_timeout_ms
     cdef public object compression_type
-    cdef public BufferPool pool
     cdef public object metadata
     cdef public TransactionManager tm  # idempotence's sequences, or None
     cdef dict _topics, _deques         # topic -> TopicInfo, tp -> PartitionQueue
     cdef set _incomplete
-    cdef int _flushes
-    cdef bint _closed
-    cdef Py_ssize_t _drain_index
     cdef object _seeds   # random.Random(seed) for the partitioners' seeds, or None
-    # Every PartitionQueue in creation order (borrowed from _deques), for ready() without the
-    # GIL; grown under _queues_lock.
-    cdef kc_mutex_t _queues_lock
-    cdef PyObject** _queues
-    cdef Py_ssize_t _nqueues, _queues_cap
     cdef object _leaders_of            # the cluster the queues' leaders come from
     cdef Py_ssize_t _nleaders          # queues whose leader was read from it
     cdef Py_ssize_t _nentries          # queues given their transaction manager entry
 
     cdef PartitionQueue _queue(self, object tp)
     cdef int _refresh_leaders(self, object cluster) except -1
-    cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
-                    ReadyScan* out) noexcept nogil
-    cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,
-                          Py_ssize_t nbusy, ReadyScan* out) noexcept nogil
     cdef TopicInfo _topic_info(self, str topic)
     # After a null-key append: the partitioner switches once the partition's batches are full.
     cdef int _update_partition_info(self, TopicInfo info, int partition,
@@ -101,20 +73,6 @@ cdef class RecordAccumulator:
                                       int64_t header_size, Py_ssize_t size,
                                       double max_block_ms, bint abort_on_new_batch,
                                       int* flags)
-    # The head batch of dq may go, backoff aside (full, or grown if busy; lingered; pressed).
-    cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil
-    # drain()'s choice without the GIL: for each node k, the queues whose head batch may go
-    # (one per partition, in round-robin order) land in picks[ends[k-1]:ends[k]].
-    cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
-                      const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
-                      Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
-    # ready()'s scan, then drain()'s choice for the sendable ready nodes; how many nodes got one.
-    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
-                                  Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
-                                  bint draining, int32_t* ids, bint* busy_, PyObject* tm,
-                                  Py_ssize_t* idx) noexcept nogil
-    cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
-                         PyObject* tm) noexcept nogil
     cdef int _give_entries(self) except -1
     cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
                            Py_ssize_t max_request_size, int64_t now)

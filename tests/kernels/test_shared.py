@@ -60,7 +60,7 @@ def test_compiled_build_imports_no_twin():
 
 @pytest.mark.parametrize("call, compiled_frame", [
     (lambda p: p.send("t", b"v", headers=[("k", 1)]), "kcore.send_path._check_headers"),
-    (lambda p: p.send_batch("t", [b"v", 3]), "kcore.batch_send._binary_rows"),
+    (lambda p: p.send_batch("t", [b"v", 3]), "kcore.batch_columns._binary_rows"),
 ], ids=["send", "send_batch"])
 def test_tracebacks_name_the_module_that_ran(call, compiled_frame):
     """Bad input raises in the shared checks: compiled, the frame is the compiled module's."""

@@ -1,7 +1,9 @@
 """send_batch's input checks, the same in both implementations (see kcore/shared/__init__.py):
 values, keys, headers, partitions and timestamps as Python sequences or pyarrow arrays, checked
 and turned into per-record lists (the compiled twin reads Arrow buffers itself and uses these
-for the rest)."""
+for the rest). Compiled into kcore.batch_columns (the column readers), which kcore.batch_send
+imports check_columns and prepare_rows from; the pure twin kcore/pure/batch_send.py imports
+it."""
 import sys
 
 _BYTES = (bytes, bytearray, memoryview)

@@ -1,0 +1,66 @@
+# ReadyDrain (see ready_drain.pyx): the partition queues as the Sender's ready() and drain()
+# see them, and the choices made over them; the base class of RecordAccumulator
+# (record_accumulator.pxd), cimported by record_accumulator only. Internal: not in kcore's names.
+#
+# Threads (the one place these rules are written for the fields below; ready_drain.pyx points
+# here, the accumulator's other fields are in record_accumulator.pxd):
+# - _queues, _nqueues, _queues_cap: grown by caller threads (RecordAccumulator._queue) with the
+#   GIL and _queues_lock; read with the GIL, or without it under _queues_lock (_scan, _select).
+#   The array borrows the queues from the accumulator's _deques, which keeps them while it lives.
+# - _drain_index: the Sender thread only (also without the GIL, in _select).
+# - _closed, _flushes: written with the GIL, read without it by the Sender's scan (_sendable):
+#   hints, a stale one delays a batch by one loop.
+# - linger_ms, retry_backoff_ms, pool: set in RecordAccumulator.__init__, then read-only (also
+#   without the GIL).
+# - Each queue's leader and transaction manager entry, read here without the GIL, are set by
+#   the Sender thread before the choice (RecordAccumulator._refresh_leaders, _give_entries).
+# - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
+# nogil: _scan, _select (they take _queues_lock, then each queue's lock around its reads);
+#   _scan_queue, _sendable, _drainable (with the queue's lock held); _ready_select: the Sender
+#   thread only.
+from cpython.ref cimport PyObject
+from libc.stdint cimport int32_t, int64_t
+
+from kcore.buffer_pool cimport BufferPool
+from kcore.sync_impl cimport kc_mutex_t
+
+
+# What ready() found without the GIL: distinct ready nodes, queues with no leader, the delay.
+ctypedef struct ReadyScan:
+    int32_t* ready
+    Py_ssize_t nready
+    Py_ssize_t* unknown
+    Py_ssize_t nunknown
+    int64_t next_delay           # INT64_MAX: nothing to wait for
+
+
+cdef class ReadyDrain:
+    cdef public int64_t linger_ms, retry_backoff_ms
+    cdef public BufferPool pool
+    cdef int _flushes
+    cdef bint _closed
+    cdef Py_ssize_t _drain_index
+    # Every PartitionQueue in creation order (borrowed from the accumulator's _deques), for
+    # ready() and drain() without the GIL; grown under _queues_lock.
+    cdef kc_mutex_t _queues_lock
+    cdef PyObject** _queues
+    cdef Py_ssize_t _nqueues, _queues_cap
+
+    cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
+                    ReadyScan* out) noexcept nogil
+    cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,
+                          Py_ssize_t nbusy, ReadyScan* out) noexcept nogil
+    # The head batch of dq may go, backoff aside (full, or grown if busy; lingered; pressed).
+    cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil
+    # drain()'s choice without the GIL: for each node k, the queues whose head batch may go
+    # (one per partition, in round-robin order) land in picks[ends[k-1]:ends[k]].
+    cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
+                      const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
+                      Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
+    # ready()'s scan, then drain()'s choice for the sendable ready nodes; how many nodes got one.
+    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
+                                  Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
+                                  bint draining, int32_t* ids, bint* busy_, PyObject* tm,
+                                  Py_ssize_t* idx) noexcept nogil
+    cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
+                         PyObject* tm) noexcept nogil

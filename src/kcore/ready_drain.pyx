@@ -1,0 +1,157 @@
+# cython: binding=False, wraparound=True
+"""The RecordAccumulator's ready() and drain() choices (Java's RecordAccumulator.ready and
+drain), over its partition queues, without the GIL from the accumulator's _NOGIL_QUEUES queues
+on: which nodes have a sendable batch and how long until one may be (_scan), and which queues'
+head batches each node gets (_select). ReadyDrain holds what these read (the queue array under
+its lock, the settings and hints that make a batch sendable, the round-robin start) and is the
+base class of kcore.record_accumulator.RecordAccumulator, whose ready(), drain() and
+ready_drain() call in here (C to C) and then take the chosen batches with the GIL. The pure twin
+has both in kcore/pure/record_accumulator.py.
+Threads: see ready_drain.pxd.
+"""
+from cpython.ref cimport PyObject
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free
+
+from kcore.partition_queue cimport PartitionQueue
+from kcore.producer_batch cimport ProducerBatch
+from kcore.sync_impl cimport kc_mutex_destroy, kc_mutex_init, kc_mutex_lock, kc_mutex_unlock
+from kcore.transaction_manager cimport TransactionManager
+
+__all__ = []  # internal: RecordAccumulator's base (kcore.record_accumulator)
+
+
+cdef inline bint _among(int32_t node, const int32_t* nodes, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if nodes[i] == node:
+            return True
+    return False
+
+
+cdef Py_ssize_t _sendable_ready(ReadyScan* scan, const int32_t* sendable, Py_ssize_t nsend,
+                                const int32_t* busy, Py_ssize_t nbusy, int32_t* ids,
+                                bint* busy_) noexcept nogil:
+    """The ready nodes that are sendable, ascending, into ids (busy_: each one busy?)."""
+    cdef Py_ssize_t i, j, nids = 0
+    cdef int32_t node
+    for i in range(scan.nready):
+        node = scan.ready[i]
+        if not _among(node, sendable, nsend):
+            continue
+        j = nids
+        while j > 0 and ids[j - 1] > node:  # insertion sort: a few nodes
+            ids[j], busy_[j] = ids[j - 1], busy_[j - 1]
+            j -= 1
+        ids[j], busy_[j] = node, _among(node, busy, nbusy)
+        nids += 1
+    return nids
+
+
+cdef class ReadyDrain:
+    def __cinit__(self, *args, **kwargs):
+        if kc_mutex_init(&self._queues_lock) != 0:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self._queues)
+        kc_mutex_destroy(&self._queues_lock)
+
+    # -- ready() ---------------------------------------------------------------------------
+    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
+                                  Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
+                                  bint draining, int32_t* ids, bint* busy_, PyObject* tm,
+                                  Py_ssize_t* idx) noexcept nogil:
+        cdef Py_ssize_t nids = 0
+        self._scan(n, now, nodes + n, nbusy, scan)
+        if draining:
+            nids = _sendable_ready(scan, nodes + n + nbusy, nsend, nodes + n, nbusy, ids, busy_)
+            if nids:
+                self._select(n, now, ids, busy_, nids, tm, idx, idx + n, idx + 2 * n)
+        return nids
+
+    cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
+                    ReadyScan* out) noexcept nogil:
+        cdef Py_ssize_t i
+        kc_mutex_lock(&self._queues_lock)
+        for i in range(n):
+            kc_mutex_lock(&(<PartitionQueue>self._queues[i]).lock)
+            self._scan_queue(i, now, busy, nbusy, out)
+            kc_mutex_unlock(&(<PartitionQueue>self._queues[i]).lock)
+        kc_mutex_unlock(&self._queues_lock)
+
+    cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,
+                          Py_ssize_t nbusy, ReadyScan* out) noexcept nogil:
+        cdef PyObject* dq = self._queues[i]
+        cdef PyObject* first
+        cdef int32_t leader = (<PartitionQueue>dq).leader
+        cdef int64_t waited, wait
+        cdef bint backing_off
+        if not (<PartitionQueue>dq).count:
+            return
+        if leader < 0:
+            out.unknown[out.nunknown] = i
+            out.nunknown += 1
+            return
+        if (<PartitionQueue>dq).muted or _among(leader, out.ready, out.nready):
+            return
+        first = (<PartitionQueue>dq).at(0)
+        waited = now - (<ProducerBatch>first).last_attempt_ms
+        backing_off = (<ProducerBatch>first).attempts > 0 and waited < self.retry_backoff_ms
+        wait = self.retry_backoff_ms if backing_off else self.linger_ms
+        if not backing_off and self._sendable(dq, now, _among(leader, busy, nbusy)):
+            out.ready[out.nready] = leader
+            out.nready += 1
+        elif max(wait - waited, 0) < out.next_delay:
+            out.next_delay = max(wait - waited, 0)
+
+    cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil:
+        cdef PyObject* first = (<PartitionQueue>dq).at(0)
+        cdef bint full = (<ProducerBatch>first).is_grown_c() if busy else \
+            (<ProducerBatch>first).is_full_c()
+        return ((<PartitionQueue>dq).count > 1 or full or
+                now - (<ProducerBatch>first).last_attempt_ms >= self.linger_ms or
+                self.pool.nwaiters > 0 or self._closed or self._flushes > 0)
+
+    # -- drain() ---------------------------------------------------------------------------
+    cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
+                      const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
+                      Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil:
+        cdef Py_ssize_t i, j, k, count, first, npicks = 0
+        cdef PyObject* dq
+        kc_mutex_lock(&self._queues_lock)
+        for k in range(nnodes):
+            count = 0
+            for i in range(n):  # the node's queues, in creation order
+                if (<PartitionQueue>self._queues[i]).leader == nodes[k]:
+                    scratch[count] = i
+                    count += 1
+            if count:
+                first = self._drain_index % count  # each node starts one queue further on
+                self._drain_index += 1
+                for j in range(count):
+                    i = scratch[(first + j) % count]
+                    dq = self._queues[i]
+                    kc_mutex_lock(&(<PartitionQueue>dq).lock)
+                    if self._drainable(dq, now, busy[k], tm):
+                        picks[npicks] = i
+                        npicks += 1
+                    kc_mutex_unlock(&(<PartitionQueue>dq).lock)
+            ends[k] = npicks
+        kc_mutex_unlock(&self._queues_lock)
+
+    cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
+                         PyObject* tm) noexcept nogil:
+        cdef PyObject* first
+        if not (<PartitionQueue>dq).count or (<PartitionQueue>dq).muted:
+            return False
+        first = (<PartitionQueue>dq).at(0)
+        if (<ProducerBatch>first).appending:
+            return False
+        if (<ProducerBatch>first).attempts > 0:
+            if now - (<ProducerBatch>first).last_attempt_ms < self.retry_backoff_ms:
+                return False
+        elif busy and not self._sendable(dq, now, True):
+            return False  # it grows meanwhile
+        return tm == NULL or (<TransactionManager>tm).may_drain_c(
+            (<PartitionQueue>dq).entry, first)
