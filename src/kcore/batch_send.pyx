@@ -20,6 +20,7 @@ from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner, partition_for_key
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch, size_upper_bound
+from kcore.selector cimport Waker
 from kcore.record_accumulator cimport RecordAccumulator, TopicInfo, _raise_pool
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RBB_HEADER_SIZE, RecordBatchBuilder
 
@@ -109,6 +110,7 @@ cdef class _Placement:
 cdef class _Call:
     """One send_batch call: its columns, the batches it holds, its walk."""
     cdef object path, future
+    cdef Waker waker             # the Sender's (C to C), or None: path.wakeup() is called
     cdef RecordAccumulator acc
     cdef TopicInfo info
     cdef BuiltInPartitioner partitioner  # the topic's, for null keys
@@ -255,7 +257,7 @@ cdef class _Call:
                     if self.stop_full:
                         if self.slots[part].let_go:  # sendable: the Sender may take it now
                             self._release(part)      # (else it is held again, and grows)
-                            self.path.wakeup()
+                            _wake(self)
                         if part == self.partitioner.sticky:
                             self.rolled = True
                     # the batch it filled is full: enable the switch
@@ -272,7 +274,7 @@ cdef class _Call:
                                     % (e, self.appended, self.n)) from e
         finally:
             self._release_all()
-            self.path.wakeup()
+            _wake(self)
         self.future._add_pending(self.appended - self.n)  # see send()
         for j in range(self.ntoo_large):
             self.future._fail_now(self.too_large[2 * j], _too_large(
@@ -328,7 +330,7 @@ cdef class _Call:
         slot.ordinal, slot.count, slot.added = batch.record_count, 0, 0
         slot.full_at, slot.let_go = batch.batch_size, not batch.is_full_c()
         if new:
-            self.path.wakeup()
+            _wake(self)
         return 0
 
     cdef int _widen(self, int part) except -1:
@@ -386,6 +388,15 @@ cdef class _Call:
         return 0
 
 
+cdef int _wake(_Call call) except -1:
+    """A batch was let go: wake the Sender (C to C through its Waker when it has one)."""
+    if call.waker is not None:
+        call.waker.wake()
+    else:
+        call.path.wakeup()
+    return 0
+
+
 cdef class BatchSendPath:
     """KafkaProducer.send_batch (without a custom partitioner: the producer loops over send()
     for that). ``send_path`` is the producer's SendPath (closed and fork checks)."""
@@ -415,6 +426,8 @@ cdef class BatchSendPath:
         n = check_columns(topic, values, keys, headers, partitions, timestamps)
         call = _Call()
         call.path, call.acc, call.n = self, self.accumulator, n
+        if isinstance(self.wakeup, Waker):
+            call.waker = self.wakeup
         call.placed = _Placement(n)
         top = read_columns(&call.cols, call.keep, call.placed.parts, n, topic, values, keys,
                            headers, partitions, timestamps, self.key_serializer,

@@ -21,5 +21,7 @@ cdef class SendPath:
     cdef int fork_gen
 
     cdef int _check_usable(self) except -1
+    # A batch started or filled: wake the Sender (C to C through its Waker when it has one).
+    cdef int wake_sender(self) except -1
     # The partition the user partitioner gives, checked against the topic's partitions.
     cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1

@@ -156,11 +156,15 @@ cdef class SendPath:
         if sticky:
             acc._update_partition_info(info, part, size)
         if flags & (APPEND_NEW_BATCH | APPEND_FULL):  # once per batch each: it may be sendable
-            if self.waker is not None:
-                self.waker.wake()
-            else:
-                self.wakeup()
+            self.wake_sender()
         return future
+
+    cdef int wake_sender(self) except -1:
+        if self.waker is not None:
+            self.waker.wake()
+        else:
+            self.wakeup()
+        return 0
 
     cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1:
         partition = custom_partition(self.partitioner, topic, key, kb, value, vb,

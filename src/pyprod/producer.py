@@ -210,7 +210,7 @@ class KafkaProducer:
         path = self.__dict__.get("_batch_path")
         if path is None:
             path = self._batch_path = kcore.BatchSendPath(
-                self._send_path, self._accumulator, self._wait_on_metadata, self._sender.wakeup,
+                self._send_path, self._accumulator, self._wait_on_metadata, self._client.io.waker,
                 **send_settings(self.config))
         if self.config["partitioner"] is not None:
             return self._send_batch_each(path, topic, values, keys, headers, partitions,

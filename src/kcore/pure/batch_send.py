@@ -33,7 +33,8 @@ class BatchSendPath:
         self.send_path = send_path
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata
-        self.wakeup = wakeup
+        # a Waker (the Sender's) or any callable
+        self.wakeup = wakeup.wakeup if callable(getattr(type(wakeup), "wake", None)) else wakeup
         self.key_serializer = key_serializer  # (topic, headers, data) -> bytes, or None
         self.value_serializer = value_serializer
         self.max_block_ms = max_block_ms
