@@ -10,6 +10,7 @@ handshake runs non-blocking in HANDSHAKING, then the Link's reads and writes go 
 object, which releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
 """
 import errno
+import math
 import random
 import socket
 import ssl
@@ -55,7 +56,6 @@ class ExponentialBackoff:
     __slots__ = ("initial", "maximum", "jitter", "_exp_max")
 
     def __init__(self, initial, maximum, jitter=0.2):
-        import math
         self.initial = max(0, initial)
         self.maximum = max(self.initial, maximum)
         self.jitter = jitter

@@ -26,6 +26,9 @@ import random
 import sys
 import time
 
+from pyprod import KafkaProducer, errors
+from pyprod import config as configuration
+
 __all__ = ["main", "Pacer", "LatencyRecorder", "percentiles", "latency_summary",
            "format_summary", "producer_config", "default_sample_stride"]
 
@@ -151,8 +154,6 @@ def _coerce(key: str, text: str, default):
 def producer_config(items) -> dict:
     """``["linger.ms=5", "batch_size=65536"]`` -> pyprod keyword arguments. ValueError names
     the bad item; unknown names raise KafkaConfigurationError (from ``from_java_names``)."""
-    from pyprod import config as configuration
-
     raw = {}
     for item in items or ():
         key, sep, value = item.partition("=")
@@ -346,8 +347,6 @@ def _check(ap, args):
 
 
 def main(argv=None) -> int:
-    from pyprod import KafkaProducer, errors
-
     ap = build_parser()
     args = ap.parse_args(argv)
     _check(ap, args)

@@ -6,6 +6,10 @@ message, or None once the exchange is complete on the client's side. Failures ra
 ``SaslAuthenticationFailedError``; nothing a mechanism raises or logs carries a secret.
 """
 from pyprod.errors import KafkaConfigurationError
+from pyprod.sasl.gssapi import GssapiSaslClient
+from pyprod.sasl.oauthbearer import OAuthBearerSaslClient
+from pyprod.sasl.plain import PlainSaslClient
+from pyprod.sasl.scram import ScramSaslClient
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
@@ -14,16 +18,12 @@ def create(config, host):
     """A fresh mechanism object for config['sasl_mechanism'] towards broker ``host``."""
     name = config["sasl_mechanism"]
     if name == "PLAIN":
-        from .plain import PlainSaslClient
         return PlainSaslClient(config["sasl_plain_username"], config["sasl_plain_password"])
     if name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        from .scram import ScramSaslClient
         return ScramSaslClient(name, config["sasl_plain_username"], config["sasl_plain_password"])
     if name == "OAUTHBEARER":
-        from .oauthbearer import OAuthBearerSaslClient
         return OAuthBearerSaslClient(config["sasl_oauth_token_provider"])
     if name == "GSSAPI":
-        from .gssapi import GssapiSaslClient
         return GssapiSaslClient(config["sasl_kerberos_service_name"],
                                 config["sasl_kerberos_domain_name"] or host,
                                 config["sasl_kerberos_name"])

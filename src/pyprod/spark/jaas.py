@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 
 from pyprod.errors import KafkaConfigurationError
+from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
 
 OPTION = "kafka.sasl.jaas.config"
 
@@ -200,7 +201,6 @@ def _scram(module, options):
 
 
 def _oauthbearer(module, options):
-    from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
     if any(k in options for k in ("clientId", "clientSecret")):
         raise _error("OAuthBearerLoginModule with clientId/clientSecret (a token endpoint) is "
                      "not supported by format('pyprod'); use the unsecuredLogin* options, or "

@@ -24,6 +24,10 @@ import threading
 import time
 import weakref
 
+from kcore import fork_generation
+from pyprod.producer import KafkaProducer
+from pyprod.spark.stores import materialize  # PKCS12 stores -> PEM files
+
 log = logging.getLogger("pyprod.spark")
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0
@@ -32,14 +36,11 @@ CLOSE_TIMEOUT_S = 30.0
 
 
 def _default_factory(config):
-    from pyprod.producer import KafkaProducer
-    from pyprod.spark.stores import materialize  # PKCS12 stores -> PEM files, here
     return KafkaProducer(**materialize(config))
 
 
 def _generation():
-    import kcore
-    return kcore.fork_generation()
+    return fork_generation()
 
 
 def _freeze(value):

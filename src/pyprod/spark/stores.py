@@ -31,7 +31,9 @@ import shutil
 import ssl
 import tempfile
 
+from pyprod import config as configuration
 from pyprod.errors import KafkaConfigurationError
+from pyprod.ssl_factory import create_ssl_context, uses_ssl
 
 TRUSTSTORE, KEYSTORE = "truststore", "keystore"
 PEM, PKCS12 = "PEM", "PKCS12"
@@ -279,8 +281,6 @@ def materialize(configs):
     converted to PEM files in a fresh private directory, loaded into the SSLContext the
     producer would build (pyprod.ssl_factory), and the directory is removed at once: the
     producer gets that ssl_context. Stores are dropped where the protocol uses no TLS."""
-    from pyprod import config as configuration
-    from pyprod.ssl_factory import create_ssl_context, uses_ssl
     found = [v for v in configs.values() if isinstance(v, Store)]
     if not found:
         return configs
