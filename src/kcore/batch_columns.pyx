@@ -1,5 +1,5 @@
 # cython: binding=False, wraparound=True
-"""send_batch's columns (compiled; the pure twin reads them in kcore/pure/batch_send.py with
+"""send_batch's columns (compiled; the pure twin, kcore/pure/batch_columns.py, reads them with
 prepare_rows): values and keys, headers, partitions and timestamps, read into the Columns that
 kcore.batch_send's GIL-free walk goes through record by record (next_record, batch_columns.pxd).
 
@@ -21,7 +21,7 @@ from libc.string cimport memcpy
 from kcore.record_batch_builder cimport encode_headers
 from kcore.varint cimport write_varint
 
-include "shared/batch_send.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
+include "shared/batch_columns.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
 
 __all__ = []  # internal: kcore.batch_send's (it re-exports prepare_rows)
 

@@ -4,7 +4,7 @@
 # - items, head, count, cap (the ring, and the batch references in it): written only by a thread
 #   holding both the GIL and `lock` (insert_c, _take_front, hence pop_front, clear, the deque
 #   API, tp_clear). Read with the GIL (no lock needed: every writer holds the GIL), or without
-#   the GIL only with `lock` held (the Sender's ready()/drain() scans: RecordAccumulator._scan,
+#   the GIL only with `lock` held (the Sender's ready()/drain() scans: ReadyDrain._scan,
 #   _select). A batch reached through at() under `lock` stays alive until `lock` is let go
 #   (_take_front unlinks it under `lock`; the queue's reference is dropped after); the batch's
 #   own fields follow producer_batch.pxd.
@@ -15,7 +15,7 @@
 #   a drain() scan reads must have it set first.
 # - tp: set in __cinit__, never changed.
 # - lock: held only for short sections that take no other lock and never wait for the GIL (GIL
-#   holders take it). Taken after RecordAccumulator._queues_lock, never before it.
+#   holders take it). Taken after ReadyDrain._queues_lock, never before it.
 # nogil: at(i) (0 <= i < count): with the GIL, or with `lock` held.
 # GIL only: last, insert_c, pop_front, _take_front (these take `lock` themselves: call them
 #   without it).

@@ -4,9 +4,10 @@
 # - appending: set and cleared with the GIL by a writer: send() for a record over 64 KiB (its
 #   copy), or a send_batch call (its walk). While set, only that writer touches builder and the
 #   memory (mem, mem_size), with or without the GIL; every other thread leaves the batch:
-#   append_c/try_append, growth_size/grow_into (a waiting send()), drain()'s _drainable and _take,
-#   expired_batches. The Sender reads it without the GIL under the queue's lock (_drainable); a
-#   stale read is checked again with the GIL in _take.
+#   append_c/try_append, growth_size/grow_into (a waiting send()), drain()'s
+#   ReadyDrain._drainable and RecordAccumulator._take, expired_batches. The Sender reads it
+#   without the GIL under the queue's lock (ReadyDrain._drainable); a stale read is checked
+#   again with the GIL in _take.
 # - mem, mem_size: replaced by grow() (the writer, or the appending thread), or by grow_into (a
 #   caller holding the GIL, never while appending); given back once by release_memory (GIL). A
 #   batch completed while appending defers that to end_append (release_deferred).

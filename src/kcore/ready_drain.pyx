@@ -6,7 +6,7 @@ head batches each node gets (_select). ReadyDrain holds what these read (the que
 its lock, the settings and hints that make a batch sendable, the round-robin start) and is the
 base class of kcore.record_accumulator.RecordAccumulator, whose ready(), drain() and
 ready_drain() call in here (C to C) and then take the chosen batches with the GIL. The pure twin
-has both in kcore/pure/record_accumulator.py.
+is kcore/pure/ready_drain.py.
 Threads: see ready_drain.pxd.
 """
 from cpython.ref cimport PyObject

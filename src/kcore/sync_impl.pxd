@@ -4,7 +4,7 @@
 # for the GIL while holding one (threads holding the GIL take them: deadlock); a thread holding
 # the GIL takes one only around a short section that neither blocks nor takes the GIL.
 # kc_cond_wait_ns: m held; it may return early or spuriously: callers re-check in a loop.
-# Lock order: RecordAccumulator._queues_lock before PartitionQueue.lock; BufferPool.lock before
+# Lock order: ReadyDrain._queues_lock before PartitionQueue.lock; BufferPool.lock before
 # its region's lock (region_impl.h); no other lock is taken while one is held.
 from libc.stdint cimport int64_t
 

@@ -5,7 +5,7 @@
 #   producer id changes), no lock. Other threads read only fatal_error, with the GIL
 #   (SendPath._check_usable).
 # - Read without the GIL by the Sender thread only (drain()'s choice from _NOGIL_QUEUES queues
-#   on: RecordAccumulator._select -> _drainable -> may_drain_c): _producer_id, _producer_epoch,
+#   on: ReadyDrain._select -> _drainable -> may_drain_c): _producer_id, _producer_epoch,
 #   _reset_pending, max_in_flight; a _Partition's count, acked, last_sequence, unwritten_from;
 #   the batch's base_sequence, seq_producer_id, seq_producer_epoch (also written by the Sender
 #   only, once the batch is queued). No lock: the reader is the one writer.

@@ -7,16 +7,16 @@ of it, it notes a segment ``(future, ordinal, rank, count)`` on the batch: its r
 segment to the call's BatchFuture when it completes, and a failed range becomes record indices
 again only then, from the partition of each record that the call keeps (``_Placement``).
 
-This twin reads pyarrow input through ``to_pylist`` (a reference for the compiled one, which
-reads the Arrow buffers); Python sequences go through the producer's serializers.
+The call's columns are read first, by kcore/pure/batch_columns.py (prepare_rows: checked
+per-record lists); this module keeps the append walk.
 """
 import collections
 import time
 
+from kcore.pure.batch_columns import prepare_rows
 from kcore.pure.builtin_partitioner import partition_for_key
 from kcore.pure.future import BatchFuture
 from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
-from kcore.shared.batch_send import prepare_rows
 from kcore.shared.record_accumulator import _too_large
 from kcore.shared.send_path import _not_in_metadata
 from kcore.errors import IllegalStateError, KafkaError, KafkaTimeoutError

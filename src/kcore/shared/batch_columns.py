@@ -2,7 +2,7 @@
 values, keys, headers, partitions and timestamps as Python sequences or pyarrow arrays, checked
 and turned into per-record lists (the compiled twin reads Arrow buffers itself and uses these
 for the rest). Compiled into kcore.batch_columns (the column readers), which kcore.batch_send
-imports check_columns and prepare_rows from; the pure twin kcore/pure/batch_send.py imports
+imports check_columns and prepare_rows from; the pure twin kcore/pure/batch_columns.py imports
 it."""
 import sys
 
