@@ -1,0 +1,161 @@
+"""pyprod before and after a change, in the same run on the same broker, in steady state.
+
+Builds the ``--before`` commit's kcore in a git worktree, then runs compare.py's pyprod child
+from each tree (PYTHONPATH selects which pyprod it imports), interleaved, >= 3 rounds with the
+order rotated, with 1, 2 and 4 caller threads sharing one producer (6 partitions, 100-byte
+values, keyless, acks=1, linger_ms=5). Each run sends enough records that buffer_memory holds
+under 5% of them; each run's topic is deleted after it is counted, and the broker started here
+keeps its data on a tmpfs (/dev/shm).
+
+    python bench/before_after.py --before 6d9ecb3              # Apache Kafka, 1 node
+    python bench/before_after.py --before 6d9ecb3 --broker mock  # librdkafka's mock cluster
+
+Writes bench/results/before_after[_mock].json and .md: records/s (median, min..max), CPU
+seconds per million records (the client process's), after/before ratios, and one thread's
+rate against four threads' in each tree.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import compare  # noqa: E402
+import _mock_broker  # noqa: E402
+
+THREADS = (1, 2, 4)
+BUFFER_MEMORY = 32 * 1024 * 1024
+RECORD_BYTES = 100 + 20  # value plus the record's own overhead in a batch (about)
+
+
+def records_for_steady_state(share=0.05) -> int:
+    """Records per run such that buffer_memory holds under ``share`` of the run's bytes."""
+    return int(BUFFER_MEMORY / share / RECORD_BYTES) + 1
+
+
+def build_tree(rev: str) -> str:
+    """A worktree of ``rev`` with its kcore built in place; returns its src directory."""
+    path = os.path.join(tempfile.gettempdir(), "pyprod-before-" + rev)
+    if not os.path.isdir(path):
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", path, rev], check=True)
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "-j2"],
+                   cwd=path, check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(path, "src")
+
+
+def run_in(src: str, broker, spec: dict) -> dict:
+    """compare.run_one with the child importing pyprod from ``src``."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src + (os.pathsep + old if old else "")
+    try:
+        return compare.run_one(broker, spec)
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def summarize(runs: list) -> dict:
+    """(tree, threads) -> median records/s, min, max, median CPU s per M records."""
+    out = {}
+    for key in sorted({(r["tree"], r["threads"]) for r in runs}):
+        rs = [r for r in runs if (r["tree"], r["threads"]) == key]
+        rates = [r["records"] / r["wall_s"] for r in rs]
+        cpu = [r["process_cpu_s"] / r["records"] * 1e6 for r in rs]
+        out[key] = {"records_per_s": statistics.median(rates), "min": min(rates),
+                    "max": max(rates), "cpu_s_per_m": statistics.median(cpu), "runs": len(rs)}
+    return out
+
+
+def markdown(meta: dict, rows: dict) -> str:
+    lines = [f"# pyprod before ({meta['before']}) and after ({meta['after']}) on the "
+             f"{meta['broker']}, {meta['date']}", "",
+             f"Machine: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores. "
+             f"Command: `{meta['command']}`. {meta['rounds']} interleaved rounds of "
+             f"{meta['records']:,} records per run (buffer_memory holds "
+             f"{meta['buffer_share']:.1%} of a run), 6 partitions, 100-byte values, acks=1, "
+             "linger_ms=5; the caller threads share one producer.", "",
+             "| threads | before records/s (min..max) | after records/s (min..max) | ratio | "
+             "before CPU s/M | after CPU s/M | ratio |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for t in THREADS:
+        b, a = rows.get(("before", t)), rows.get(("after", t))
+        if not (a and b):
+            continue
+        lines.append(
+            f"| {t} | {b['records_per_s']:,.0f} ({b['min']:,.0f}..{b['max']:,.0f}) | "
+            f"{a['records_per_s']:,.0f} ({a['min']:,.0f}..{a['max']:,.0f}) | "
+            f"{a['records_per_s'] / b['records_per_s']:.2f}x | {b['cpu_s_per_m']:.2f} | "
+            f"{a['cpu_s_per_m']:.2f} | {a['cpu_s_per_m'] / b['cpu_s_per_m']:.2f}x |")
+    lines.append("")
+    for tree in ("before", "after"):
+        one, four = rows.get((tree, 1)), rows.get((tree, 4))
+        if one and four:
+            lines.append(f"- {tree}: one caller thread sends "
+                         f"{one['records_per_s'] / four['records_per_s']:.2f}x the records/s "
+                         "of four.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", required=True, help="the git commit to compare against")
+    ap.add_argument("--broker", choices=("kafka", "mock"), default="kafka")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--records", type=int, default=None,
+                    help="records per run (default: buffer_memory holds under 5%% of a run)")
+    ap.add_argument("--out-dir", default=compare.RESULTS)
+    args = ap.parse_args(argv)
+    records = args.records or records_for_steady_state()
+    trees = {"before": build_tree(args.before), "after": os.path.join(ROOT, "src")}
+    after = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True).stdout.strip()
+    tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
+    specs = [dict(compare.workload_spec("100B"), client="pyprod", workload=f"{tree}-{t}t",
+                  partitions=6, threads=t, records=records, rate=None, tree=tree)
+             for t in THREADS for tree in trees]
+    runs = []
+    mock = args.broker == "mock"
+    with (_mock_broker.MockBroker() if mock else compare.Broker()) as broker:
+        compare.warm_broker(broker, ["pyprod"], ["100B"], 300_000)
+        for rnd in range(args.rounds):
+            for spec in compare._rotate(specs, rnd):
+                res = run_in(trees[spec["tree"]], broker, spec)
+                res.update(round=rnd, tree=spec["tree"])
+                runs.append(res)
+                print(f"round {rnd + 1}/{args.rounds} {spec['workload']:>10}: "
+                      f"{res['records'] / res['wall_s']:,.0f} records/s, "
+                      f"{res['process_cpu_s'] / res['records'] * 1e6:.2f} CPU s/M",
+                      file=sys.stderr, flush=True)
+    rows = summarize(runs)
+    meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": " ".join(["python bench/before_after.py"] + list(
+                sys.argv[1:] if argv is None else argv)),
+            "machine": compare.machine_info(), "before": args.before, "after": after,
+            "broker": _mock_broker.LABEL if mock else "Apache Kafka broker (1 node, tmpfs)",
+            "rounds": args.rounds, "records": records,
+            "buffer_share": BUFFER_MEMORY / (records * RECORD_BYTES)}
+    os.makedirs(args.out_dir, exist_ok=True)
+    base = os.path.join(args.out_dir, "before_after" + ("_mock" if mock else ""))
+    with open(base + ".json", "w") as f:
+        json.dump({"meta": meta, "rows": {f"{k[0]}-{k[1]}t": v for k, v in rows.items()},
+                   "runs": runs}, f, indent=2)
+        f.write("\n")
+    text = markdown(meta, rows)
+    with open(base + ".md", "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
