@@ -2,9 +2,10 @@
 
 Builds the ``--before`` commit's kcore in a git worktree, then runs compare.py's pyprod child
 from each tree (PYTHONPATH selects which pyprod it imports), interleaved, >= 3 rounds with the
-order rotated, with 1, 2 and 4 caller threads sharing one producer (6 partitions, 100-byte
-values, keyless, acks=1, linger_ms=5). Each run sends enough records that buffer_memory holds
-under 5% of them; each run's topic is deleted after it is counted, and the broker started here
+order rotated: compare.py's workloads with one caller thread (6 partitions; acks=1 and
+linger_ms=5 unless the workload says otherwise), and 100-byte values from 2 and 4 caller
+threads sharing one producer. Each run sends enough records that buffer_memory holds under 5%
+of them; each run's topic is deleted after it is counted, and the broker started here
 keeps its data on a tmpfs (/dev/shm).
 
     python bench/before_after.py --before 6d9ecb3              # Apache Kafka, 1 node
@@ -12,7 +13,9 @@ keeps its data on a tmpfs (/dev/shm).
 
 Writes bench/results/before_after[_mock].json and .md: records/s (median, min..max), CPU
 seconds per million records (the client process's), after/before ratios, and one thread's
-rate against four threads' in each tree.
+rate against four threads' in each tree. Only the caller threads:
+
+    python bench/before_after.py --before 6d9ecb3 --workloads 100B --threads 1,2,4
 """
 from __future__ import annotations
 
@@ -32,14 +35,20 @@ sys.path.insert(0, HERE)
 import compare  # noqa: E402
 import _mock_broker  # noqa: E402
 
-THREADS = (1, 2, 4)
+WORKLOADS = ("100B", "100B-keyed", "100B-callbacks", "1KiB", "lz4", "zstd",
+             "acks-all-idempotent")
+THREADS = (1, 2, 4)  # 100B only
 BUFFER_MEMORY = 32 * 1024 * 1024
-RECORD_BYTES = 100 + 20  # value plus the record's own overhead in a batch (about)
+OVERHEAD = 20  # a record's own bytes in a batch beside its value (about)
 
 
-def records_for_steady_state(share=0.05) -> int:
+def records_for_steady_state(value_size, share=0.05) -> int:
     """Records per run such that buffer_memory holds under ``share`` of the run's bytes."""
-    return int(BUFFER_MEMORY / share / RECORD_BYTES) + 1
+    return int(BUFFER_MEMORY / share / (value_size + OVERHEAD)) + 1
+
+
+def shape(workload, threads):
+    return workload if threads == 1 else f"{workload}-{threads}t"
 
 
 def build_tree(rev: str) -> str:
@@ -66,10 +75,10 @@ def run_in(src: str, broker, spec: dict) -> dict:
 
 
 def summarize(runs: list) -> dict:
-    """(tree, threads) -> median records/s, min, max, median CPU s per M records."""
+    """(tree, shape) -> median records/s, min, max, median CPU s per M records."""
     out = {}
-    for key in sorted({(r["tree"], r["threads"]) for r in runs}):
-        rs = [r for r in runs if (r["tree"], r["threads"]) == key]
+    for key in {(r["tree"], r["shape"]) for r in runs}:
+        rs = [r for r in runs if (r["tree"], r["shape"]) == key]
         rates = [r["records"] / r["wall_s"] for r in rs]
         cpu = [r["process_cpu_s"] / r["records"] * 1e6 for r in rs]
         out[key] = {"records_per_s": statistics.median(rates), "min": min(rates),
@@ -81,24 +90,26 @@ def markdown(meta: dict, rows: dict) -> str:
     lines = [f"# pyprod before ({meta['before']}) and after ({meta['after']}) on the "
              f"{meta['broker']}, {meta['date']}", "",
              f"Machine: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores. "
-             f"Command: `{meta['command']}`. {meta['rounds']} interleaved rounds of "
-             f"{meta['records']:,} records per run (buffer_memory holds "
-             f"{meta['buffer_share']:.1%} of a run), 6 partitions, 100-byte values, acks=1, "
-             "linger_ms=5; the caller threads share one producer.", "",
-             "| threads | before records/s (min..max) | after records/s (min..max) | ratio | "
-             "before CPU s/M | after CPU s/M | ratio |", "|---:|---:|---:|---:|---:|---:|---:|"]
-    for t in THREADS:
-        b, a = rows.get(("before", t)), rows.get(("after", t))
+             f"Command: `{meta['command']}`. Medians of {meta['rounds']} interleaved rounds; "
+             "each run's records are sized so that buffer_memory (32 MiB) holds under 5% of "
+             "them (100-byte values: "
+             f"{records_for_steady_state(100):,}; 1 KiB: {records_for_steady_state(1024):,}); "
+             "6 partitions, acks=1 and linger_ms=5 unless the workload says otherwise; "
+             "`-Nt`: N caller threads sharing one producer.", "",
+             "| workload | before records/s (min..max) | after records/s (min..max) | ratio | "
+             "before CPU s/M | after CPU s/M | ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name in meta["shapes"]:
+        b, a = rows.get(("before", name)), rows.get(("after", name))
         if not (a and b):
             continue
         lines.append(
-            f"| {t} | {b['records_per_s']:,.0f} ({b['min']:,.0f}..{b['max']:,.0f}) | "
+            f"| {name} | {b['records_per_s']:,.0f} ({b['min']:,.0f}..{b['max']:,.0f}) | "
             f"{a['records_per_s']:,.0f} ({a['min']:,.0f}..{a['max']:,.0f}) | "
             f"{a['records_per_s'] / b['records_per_s']:.2f}x | {b['cpu_s_per_m']:.2f} | "
             f"{a['cpu_s_per_m']:.2f} | {a['cpu_s_per_m'] / b['cpu_s_per_m']:.2f}x |")
     lines.append("")
     for tree in ("before", "after"):
-        one, four = rows.get((tree, 1)), rows.get((tree, 4))
+        one, four = rows.get((tree, "100B")), rows.get((tree, "100B-4t"))
         if one and four:
             lines.append(f"- {tree}: one caller thread sends "
                          f"{one['records_per_s'] / four['records_per_s']:.2f}x the records/s "
@@ -113,16 +124,26 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--records", type=int, default=None,
                     help="records per run (default: buffer_memory holds under 5%% of a run)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--threads", default=",".join(map(str, THREADS)),
+                    help="caller thread counts for the 100B workload")
     ap.add_argument("--out-dir", default=compare.RESULTS)
     args = ap.parse_args(argv)
-    records = args.records or records_for_steady_state()
+    workloads = [w for w in args.workloads.split(",") if w]
+    for w in workloads:
+        if w not in compare.WORKLOADS or compare.WORKLOADS[w].get("security"):
+            ap.error(f"unknown or secured workload {w!r}")
+    shapes = [(w, 1) for w in workloads] + [
+        ("100B", int(t)) for t in args.threads.split(",") if int(t) != 1]
     trees = {"before": build_tree(args.before), "after": os.path.join(ROOT, "src")}
     after = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                            capture_output=True, text=True).stdout.strip()
     tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
-    specs = [dict(compare.workload_spec("100B"), client="pyprod", workload=f"{tree}-{t}t",
-                  partitions=6, threads=t, records=records, rate=None, tree=tree)
-             for t in THREADS for tree in trees]
+    specs = [dict(compare.workload_spec(w), client="pyprod", workload=f"{tree}-{shape(w, t)}",
+                  shape=shape(w, t), partitions=6, threads=t, rate=None, tree=tree,
+                  records=args.records or records_for_steady_state(
+                      compare.WORKLOADS[w]["value_size"]))
+             for w, t in shapes for tree in trees]
     runs = []
     mock = args.broker == "mock"
     with (_mock_broker.MockBroker() if mock else compare.Broker()) as broker:
@@ -130,7 +151,7 @@ def main(argv=None) -> int:
         for rnd in range(args.rounds):
             for spec in compare._rotate(specs, rnd):
                 res = run_in(trees[spec["tree"]], broker, spec)
-                res.update(round=rnd, tree=spec["tree"])
+                res.update(round=rnd, tree=spec["tree"], shape=spec["shape"])
                 runs.append(res)
                 print(f"round {rnd + 1}/{args.rounds} {spec['workload']:>10}: "
                       f"{res['records'] / res['wall_s']:,.0f} records/s, "
@@ -142,12 +163,11 @@ def main(argv=None) -> int:
                 sys.argv[1:] if argv is None else argv)),
             "machine": compare.machine_info(), "before": args.before, "after": after,
             "broker": _mock_broker.LABEL if mock else "Apache Kafka broker (1 node, tmpfs)",
-            "rounds": args.rounds, "records": records,
-            "buffer_share": BUFFER_MEMORY / (records * RECORD_BYTES)}
+            "rounds": args.rounds, "shapes": [shape(w, t) for w, t in shapes]}
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, "before_after" + ("_mock" if mock else ""))
     with open(base + ".json", "w") as f:
-        json.dump({"meta": meta, "rows": {f"{k[0]}-{k[1]}t": v for k, v in rows.items()},
+        json.dump({"meta": meta, "rows": {f"{k[0]} {k[1]}": v for k, v in rows.items()},
                    "runs": runs}, f, indent=2)
         f.write("\n")
     text = markdown(meta, rows)
