@@ -53,7 +53,7 @@ def shape(workload, threads):
 
 def build_tree(rev: str) -> str:
     """A worktree of ``rev`` with its kcore built in place; returns its src directory."""
-    path = os.path.join(tempfile.gettempdir(), "pyprod-before-" + rev)
+    path = os.path.join(tempfile.gettempdir(), "pyprod-at-" + rev)
     if not os.path.isdir(path):
         subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", path, rev], check=True)
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "-j2"],
@@ -120,6 +120,7 @@ def markdown(meta: dict, rows: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, help="the git commit to compare against")
+    ap.add_argument("--after", help="a git commit to measure instead of the working tree")
     ap.add_argument("--broker", choices=("kafka", "mock"), default="kafka")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--records", type=int, default=None,
@@ -128,6 +129,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default=",".join(map(str, THREADS)),
                     help="caller thread counts for the 100B workload")
     ap.add_argument("--out-dir", default=compare.RESULTS)
+    ap.add_argument("--name", help="result file names (default before_after[_mock])")
     args = ap.parse_args(argv)
     workloads = [w for w in args.workloads.split(",") if w]
     for w in workloads:
@@ -135,9 +137,10 @@ def main(argv=None) -> int:
             ap.error(f"unknown or secured workload {w!r}")
     shapes = [(w, 1) for w in workloads] + [
         ("100B", int(t)) for t in args.threads.split(",") if int(t) != 1]
-    trees = {"before": build_tree(args.before), "after": os.path.join(ROOT, "src")}
-    after = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                           capture_output=True, text=True).stdout.strip()
+    trees = {"before": build_tree(args.before),
+             "after": build_tree(args.after) if args.after else os.path.join(ROOT, "src")}
+    after = args.after or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                         capture_output=True, text=True).stdout.strip()
     tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
     specs = [dict(compare.workload_spec(w), client="pyprod", workload=f"{tree}-{shape(w, t)}",
                   shape=shape(w, t), partitions=6, threads=t, rate=None, tree=tree,
@@ -165,7 +168,7 @@ def main(argv=None) -> int:
             "broker": _mock_broker.LABEL if mock else "Apache Kafka broker (1 node, tmpfs)",
             "rounds": args.rounds, "shapes": [shape(w, t) for w, t in shapes]}
     os.makedirs(args.out_dir, exist_ok=True)
-    base = os.path.join(args.out_dir, "before_after" + ("_mock" if mock else ""))
+    base = os.path.join(args.out_dir, args.name or ("before_after" + ("_mock" if mock else "")))
     with open(base + ".json", "w") as f:
         json.dump({"meta": meta, "rows": {f"{k[0]} {k[1]}": v for k, v in rows.items()},
                    "runs": runs}, f, indent=2)
