@@ -4,7 +4,8 @@ import uuid
 import pytest
 
 from pyprod.errors import KafkaProtocolError
-from pyprod.protocol.wire import Field, Reader, Struct, Writer, parse_versions
+from pyprod.protocol.schema import Field, Struct, parse_versions
+from pyprod.protocol.wire import Reader, Writer
 
 INTS = [("int8", 8), ("int16", 16), ("int32", 32), ("int64", 64)]
 

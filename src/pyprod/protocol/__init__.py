@@ -1,10 +1,10 @@
 """Kafka wire protocol: request/response framing for the APIs the producer uses.
 
-Each message module has API (a wire.Api), API_KEY, MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM,
+Each message module has API (a schema.Api), API_KEY, MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM,
 encode_request(version, ...) -> body bytes and decode_response(version, data) -> namedtuple;
 produce has no encode_request: kcore's produce_codec writes ProduceRequest bodies.
-header.py frames requests and reads response headers; wire.py holds Reader/Writer and the
-declarative Struct codec the modules share.
+header.py frames requests and reads response headers; wire.py holds Reader/Writer and schema.py
+the declarative Struct codec the modules share.
 """
 from . import (api_versions, find_coordinator, init_producer_id, metadata, produce,
                sasl_authenticate, sasl_handshake)

@@ -10,7 +10,8 @@ import re
 from pyprod.version import __version__
 from pyprod.errors import IncompatibleBrokerVersion, KafkaProtocolError, UnsupportedVersionError
 
-from .wire import Api, Field, Struct, as_reader
+from .schema import Api, Field, Struct
+from .wire import as_reader
 
 ApiVersion = Struct("ApiVersion", [
     Field("api_key", "int16"),

@@ -4,7 +4,7 @@ key_type: 0 group, 1 transaction. coordinator() gives the same view of every ver
 """
 from collections import namedtuple
 
-from .wire import Api, Field, Struct
+from .schema import Api, Field, Struct
 
 GROUP, TRANSACTION = 0, 1
 

@@ -1,5 +1,5 @@
 """InitProducerId (key 22), v0..v5; v2+ flexible, v3+ sends the current producer id/epoch."""
-from .wire import Api, Field, Struct
+from .schema import Api, Field, Struct
 
 REQUEST = Struct("InitProducerIdRequest", [
     Field("transactional_id", "string", nullable="0+", default=None),

@@ -5,7 +5,7 @@ for no topics). Topics are names, or uuid.UUID topic ids (v10+; brokers honour t
 """
 import uuid
 
-from .wire import Api, Field, Struct
+from .schema import Api, Field, Struct
 
 RequestTopic = Struct("MetadataRequestTopic", [
     Field("topic_id", "uuid", "10+"),

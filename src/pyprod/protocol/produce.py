@@ -6,7 +6,7 @@ Struct codec). The producer writes request bodies with kcore.encode_produce_body
 responses with kcore.decode_produce_response, the one codec of that hot path.
 (v12 is wire-identical to v11 but changes transaction semantics; v13 keys topics by id.)
 """
-from .wire import Api, Field, Struct
+from .schema import Api, Field, Struct
 
 PartitionData = Struct("PartitionProduceData", [
     Field("index", "int32"),

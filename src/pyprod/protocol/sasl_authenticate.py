@@ -1,5 +1,5 @@
 """SaslAuthenticate (key 36), v0..v2; v1+ returns the session lifetime (KIP-368), v2+ flexible."""
-from .wire import Api, Field, Struct
+from .schema import Api, Field, Struct
 
 REQUEST = Struct("SaslAuthenticateRequest", [
     Field("auth_bytes", "bytes"),

@@ -1,6 +1,6 @@
 """SaslHandshake (key 17), v0..v1. v1 (KIP-152): the SASL tokens that follow travel in
 SaslAuthenticate requests, which is the only layout pyprod speaks."""
-from .wire import Api, Field, Struct
+from .schema import Api, Field, Struct
 
 REQUEST = Struct("SaslHandshakeRequest", [
     Field("mechanism", "string"),
