@@ -4,7 +4,6 @@ the versions pyprod supports."""
 import struct
 from collections import namedtuple
 
-
 from .wire import Reader, Writer, ZERO_UUID, as_reader
 
 # ---- declarative message structs -------------------------------------------------------------
