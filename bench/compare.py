@@ -476,7 +476,7 @@ _JAVA_FINAL = re.compile(
 
 
 def run_java(spec, timeout):
-    from pyprod.testing.kafka_cluster import java_command
+    from pyprod.testing.kafka_libs import java_command
 
     props = [f"acks={spec['acks']}", f"linger.ms={spec['linger_ms']}",
              f"enable.idempotence={str(spec['idempotent']).lower()}"]
@@ -636,7 +636,7 @@ def machine_info() -> dict:
 def versions(clients) -> dict:
     import kcore
     import pyprod as pp
-    from pyprod.testing.kafka_cluster import DEFAULT_KAFKA_VERSION
+    from pyprod.testing.kafka_libs import DEFAULT_KAFKA_VERSION
 
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,

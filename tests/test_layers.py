@@ -15,6 +15,7 @@ OWN = ("kcore", "pyprod")
 DEFERRED = {
     ("pyprod/spark/__init__.py", "pyprod.spark.datasource"): "needs pyspark",
     ("pyprod/perf.py", "pyprod.testing.kafka_cluster"): "needs fcntl (POSIX only)",
+    ("pyprod/perf.py", "pyprod.testing.kafka_libs"): "needs fcntl (POSIX only)",
 }
 
 

@@ -370,7 +370,8 @@ def main(argv=None) -> int:
     producer = None
     try:
         if args.embedded:
-            from pyprod.testing.kafka_cluster import KafkaCluster, KafkaLibsUnavailable
+            from pyprod.testing.kafka_cluster import KafkaCluster
+            from pyprod.testing.kafka_libs import KafkaLibsUnavailable
             print("starting an embedded Kafka broker ...", file=sys.stderr, flush=True)
             try:
                 cluster = KafkaCluster(nodes=1).start()

@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from pyprod.testing.kafka_cluster import java_command
+from pyprod.testing.kafka_libs import java_command
 
 from .fault_injector import FaultInjector
 from .readback import read_all_kafka_python

@@ -28,7 +28,8 @@ import warnings
 
 import pytest
 
-from pyprod.testing.kafka_cluster import KafkaCluster, KafkaLibsUnavailable, java_executable
+from pyprod.testing.kafka_cluster import KafkaCluster
+from pyprod.testing.kafka_libs import KafkaLibsUnavailable, java_executable
 
 from .mock_cluster import MockCluster
 from .security import SecureKafkaCluster

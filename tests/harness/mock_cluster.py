@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 
-from pyprod.testing.kafka_cluster import live, spawn, terminate
+from pyprod.testing.processes import live, spawn, terminate
 
 __all__ = ["MockCluster", "MockClusterError", "ApiKey", "Err"]
 

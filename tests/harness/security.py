@@ -55,7 +55,8 @@ import tempfile
 from dataclasses import dataclass, field
 
 from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
-from pyprod.testing.kafka_cluster import KafkaCluster, free_ports
+from pyprod.testing.kafka_cluster import KafkaCluster
+from pyprod.testing.processes import free_ports
 
 from .kdc import KerberosKDC
 

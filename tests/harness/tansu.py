@@ -13,7 +13,7 @@ import socket
 import tempfile
 import time
 
-from pyprod.testing.kafka_cluster import free_ports, live, spawn, terminate
+from pyprod.testing.processes import free_ports, live, spawn, terminate
 
 __all__ = ["TansuBroker", "tansu_binary"]
 

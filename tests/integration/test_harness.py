@@ -235,7 +235,7 @@ def test_compare_reports_first_difference():
 
 def test_java_producer_performance(kafka, topic):
     require_real_kafka(kafka)
-    from pyprod.testing.kafka_cluster import java_command
+    from pyprod.testing.kafka_libs import java_command
 
     t = topic(partitions=2)
     argv = java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", t,

@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from pyprod.testing.kafka_cluster import java_command, java_executable
+from pyprod.testing.kafka_libs import java_command, java_executable
 from tests.harness.readback import (Sent, compare, confluent_security, read_all_confluent,
                                      read_all_kafka_python)
 from tests.harness.security import LISTENERS, REAUTH_MS

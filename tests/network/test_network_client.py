@@ -23,7 +23,7 @@ from pyprod.metadata import now_ms
 from pyprod.producer import metadata_for, network_client_for
 from pyprod.protocol import api_versions, header, produce
 from pyprod.protocol import metadata as metadata_api
-from pyprod.testing.kafka_cluster import free_ports, stop_process
+from pyprod.testing.processes import free_ports, stop_process
 
 WAIT = 20.0  # upper bound (s) on any wait; tests normally finish far sooner
 

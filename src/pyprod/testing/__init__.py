@@ -6,6 +6,7 @@ admin client needs confluent-kafka (the ``broker`` extras). The project's own te
 (secured listeners, fault injection, fuzzing, read-back) is tests/harness in the repository and
 is not part of the package.
 """
-from .kafka_cluster import DEFAULT_KAFKA_VERSION, KafkaCluster, KafkaLibsUnavailable
+from .kafka_cluster import KafkaCluster
+from .kafka_libs import DEFAULT_KAFKA_VERSION, KafkaLibsUnavailable
 
 __all__ = ["DEFAULT_KAFKA_VERSION", "KafkaCluster", "KafkaLibsUnavailable"]

@@ -18,7 +18,8 @@ import socket
 import sys
 import time
 
-from pyprod.testing.kafka_cluster import DEFAULT_KAFKA_VERSION, KafkaCluster
+from pyprod.testing.kafka_cluster import KafkaCluster
+from pyprod.testing.kafka_libs import DEFAULT_KAFKA_VERSION
 
 _STOP_SIGNALS = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                  if hasattr(signal, name)]

@@ -1,8 +1,7 @@
 """A real Apache Kafka (KRaft) cluster on 127.0.0.1 for tests and benchmarks.
 
-The broker jars come from Maven Central through ``pom.xml`` beside this file and are cached
-outside the source tree (``$PYPROD_KAFKA_CACHE`` or ``~/.cache/pyprod/kafka-<version>``).
-Every node runs in combined mode (``process.roles=broker,controller``); node ``i`` has
+The broker jars are kafka_libs.py's (resolved with Maven, cached); the processes are
+processes.py's. Every node runs in combined mode (``process.roles=broker,controller``); node ``i`` has
 ``node.id=i`` so :meth:`KafkaCluster.leader_of` answers an index usable with
 :meth:`stop_node` / :meth:`kill_node` / :meth:`start_node`.
 
@@ -13,18 +12,11 @@ runs until Ctrl-C / SIGTERM.
 from __future__ import annotations
 
 import argparse
-import atexit
 import base64
 import contextlib
-import ctypes
-import fcntl
-import hashlib
-import importlib.resources
 import json
 import logging
 import os
-import queue
-import random
 import shutil
 import signal
 import socket
@@ -34,223 +26,13 @@ import tempfile
 import threading
 import time
 import uuid
-import weakref
 
-__all__ = [
-    "DEFAULT_KAFKA_VERSION",
-    "KafkaCluster",
-    "KafkaLibsUnavailable",
-    "ensure_kafka_libs",
-    "java_executable",
-    "java_command",
-    "free_ports",
-    "spawn",
-    "stop_process",
-    "terminate",
-]
+from .kafka_libs import DEFAULT_KAFKA_VERSION, ensure_kafka_libs, java_executable
+from .processes import free_ports, live, spawn, stop_process, terminate
 
-DEFAULT_KAFKA_VERSION = "4.3.1"
-STAMP = "pyprod-libs.stamp"
+__all__ = ["KafkaCluster"]
 
 log = logging.getLogger("pyprod.testing")
-
-
-class KafkaLibsUnavailable(RuntimeError):
-    """Java, Maven or Maven Central is missing, so no real broker can run here."""
-
-
-# ---------------------------------------------------------------------------------------------
-# process helpers shared by the other harness modules
-
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = map(int, f.read().split())
-            return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1, chosen below the kernel's ephemeral
-    range so that a client's outgoing connection can't grab one before the server binds."""
-    lo, _ = _ephemeral_range()
-    low, high = (10000, lo - 1) if lo > 12000 else (lo, 65535)
-    rng = random.Random()
-    socks, ports = [], []
-    try:
-        for _ in range(200 * n):
-            if len(ports) == n:
-                return ports
-            port = rng.randint(low, high)
-            if port in ports:
-                continue
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                s.close()
-                continue
-            socks.append(s)
-            ports.append(port)
-        raise RuntimeError(f"could not find {n} free ports in {low}..{high}")
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-class _Spawner(threading.Thread):
-    """One thread that lives as long as the process and forks every child. PR_SET_PDEATHSIG
-    fires when the *thread* that forked exits, so a child started from a short-lived thread
-    (a test restarting a broker in the background) would be killed with that thread."""
-
-    def __init__(self):
-        super().__init__(name="pyprod-spawner", daemon=True)
-        self.jobs = queue.Queue()
-        self.start()
-
-    def run(self):
-        while True:
-            fn, box, done = self.jobs.get()
-            try:
-                box.append(fn())
-            except BaseException as e:  # noqa: BLE001 - handed back to the caller
-                box.append(e)
-            done.set()
-
-    def call(self, fn):
-        box, done = [], threading.Event()
-        self.jobs.put((fn, box, done))
-        done.wait()
-        if isinstance(box[0], BaseException):
-            raise box[0]
-        return box[0]
-
-
-_spawner = None
-_spawner_lock = threading.Lock()
-
-
-def spawn(argv, *, log_path=None, env=None, cwd=None, stdin=subprocess.DEVNULL,
-          stdout=None) -> subprocess.Popen:
-    """Start ``argv`` in its own session; it gets SIGKILL if this process dies.
-
-    Output (stderr always, stdout unless ``stdout`` is given, e.g. ``subprocess.PIPE``) is
-    appended to ``log_path`` (default: discarded).
-    """
-    global _spawner
-
-    def start():
-        with open(log_path or os.devnull, "ab") as fh:
-            return subprocess.Popen(
-                argv, stdin=stdin, stdout=fh if stdout is None else stdout, stderr=fh,
-                env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent,
-            )
-    with _spawner_lock:
-        if _spawner is None:
-            _spawner = _Spawner()
-    return _spawner.call(start)
-
-
-def terminate(proc: subprocess.Popen | None, timeout: float = 15.0, *, kill: bool = False) -> None:
-    """SIGTERM (or SIGKILL if ``kill``) the process group; SIGKILL after ``timeout``."""
-    if proc is None or proc.poll() is not None:
-        if proc is not None:
-            proc.wait()
-        return
-    sig = signal.SIGKILL if kill else signal.SIGTERM
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-# ---------------------------------------------------------------------------------------------
-# jars
-
-def java_executable() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
-        return os.path.join(home, "bin", "java")
-    found = shutil.which("java")
-    if not found:
-        raise KafkaLibsUnavailable("no `java` on PATH (Java 17+ is needed for Kafka 4.x)")
-    return found
-
-
-def _cache_dir(version: str) -> str:
-    return os.path.expanduser(os.environ.get("PYPROD_KAFKA_CACHE")
-                              or f"~/.cache/pyprod/kafka-{version}")
-
-
-def ensure_kafka_libs(version: str | None = None) -> str:
-    """Resolve the Kafka jars once with Maven; return the ``libs`` folder (cached)."""
-    version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
-    pom = importlib.resources.files(__package__).joinpath("pom.xml")
-    pom_bytes = pom.read_bytes()
-    stamp_text = f"{version} {hashlib.sha256(pom_bytes).hexdigest()}\n"
-    cache = _cache_dir(version)
-    libs = os.path.join(cache, "libs")
-    stamp = os.path.join(cache, STAMP)
-
-    def fresh() -> bool:
-        try:
-            with open(stamp) as f:
-                return f.read() == stamp_text and os.path.isdir(libs)
-        except OSError:
-            return False
-
-    if fresh():
-        return libs
-    os.makedirs(cache, exist_ok=True)
-    with open(os.path.join(cache, ".lock"), "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)  # concurrent test workers resolve once
-        if fresh():
-            return libs
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise KafkaLibsUnavailable("no `mvn` on PATH: cannot resolve the Kafka jars")
-        tmp = libs + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        with importlib.resources.as_file(pom) as pom_path:
-            cmd = [mvn, "-q", "-B", "-f", str(pom_path), f"-Dkafka.version={version}",
-                   "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
-            t0 = time.monotonic()
-            res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if res.returncode != 0 or not os.path.isdir(tmp):
-            raise KafkaLibsUnavailable(
-                f"Maven could not resolve Kafka {version} (exit {res.returncode}):\n"
-                + (res.stdout + res.stderr)[-3000:])
-        shutil.rmtree(libs, ignore_errors=True)
-        with contextlib.suppress(OSError):  # a class archive of the old jars is useless
-            os.unlink(os.path.join(cache, "kafka-server.jsa"))
-        os.replace(tmp, libs)
-        with open(stamp, "w") as f:
-            f.write(stamp_text)
-        log.info("resolved Kafka %s jars into %s in %.1fs", version, libs, time.monotonic() - t0)
-    return libs
-
-
-def java_command(main_class: str, *args: str, heap: str = "256m",
-                 version: str | None = None, jvm_opts=()) -> list[str]:
-    """argv running ``main_class`` on the cached Kafka classpath, e.g.
-    ``java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", t, ...)``.
-    Java logging goes through log4j2 with no configuration, i.e. errors only, to stdout."""
-    libs = ensure_kafka_libs(version)
-    return [java_executable(), f"-Xmx{heap}", "-XX:-UsePerfData", *jvm_opts,
-            "-cp", os.path.join(libs, "*"), main_class, *args]
-
 
 # ---------------------------------------------------------------------------------------------
 # cluster
@@ -269,44 +51,6 @@ logger.state.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
-
-# Every running broker harness (KafkaCluster, MockCluster, TansuBroker): stopped at exit.
-live = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for c in list(live):
-        with contextlib.suppress(Exception):
-            c.stop(timeout=5)
-
-
-def stop_process(pid: int, timeout: float = 10.0) -> None:
-    """SIGSTOP ``pid`` and wait until all its threads have stopped."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + timeout
-    while not _all_threads_stopped(pid) and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
-def _all_threads_stopped(pid: int) -> bool:
-    """True once every thread of ``pid`` is in the stopped state (Linux procfs; elsewhere, after
-    a short grace period)."""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        time.sleep(0.2)
-        return True
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue  # the thread ended
-        if state not in ("T", "t"):
-            return False
-    return True
-
 
 def _random_cluster_id() -> str:
     """A Kafka Uuid in its base64url form; never starting with '-', which the storage

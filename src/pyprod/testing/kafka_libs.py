@@ -1,0 +1,100 @@
+"""The Kafka jars (resolved once with Maven through ``pom.xml`` beside this file, cached outside
+the source tree: ``$PYPROD_KAFKA_CACHE`` or ``~/.cache/pyprod/kafka-<version>``) and the java
+command lines that run them."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.resources
+import logging
+import os
+import shutil
+import subprocess
+import time
+
+__all__ = ["DEFAULT_KAFKA_VERSION", "KafkaLibsUnavailable", "ensure_kafka_libs",
+           "java_command", "java_executable"]
+
+DEFAULT_KAFKA_VERSION = "4.3.1"
+STAMP = "pyprod-libs.stamp"
+
+log = logging.getLogger("pyprod.testing")
+
+
+class KafkaLibsUnavailable(RuntimeError):
+    """Java, Maven or Maven Central is missing, so no real broker can run here."""
+
+
+def java_executable() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    if not found:
+        raise KafkaLibsUnavailable("no `java` on PATH (Java 17+ is needed for Kafka 4.x)")
+    return found
+
+
+def _cache_dir(version: str) -> str:
+    return os.path.expanduser(os.environ.get("PYPROD_KAFKA_CACHE")
+                              or f"~/.cache/pyprod/kafka-{version}")
+
+
+def ensure_kafka_libs(version: str | None = None) -> str:
+    """Resolve the Kafka jars once with Maven; return the ``libs`` folder (cached)."""
+    version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+    pom = importlib.resources.files(__package__).joinpath("pom.xml")
+    pom_bytes = pom.read_bytes()
+    stamp_text = f"{version} {hashlib.sha256(pom_bytes).hexdigest()}\n"
+    cache = _cache_dir(version)
+    libs = os.path.join(cache, "libs")
+    stamp = os.path.join(cache, STAMP)
+
+    def fresh() -> bool:
+        try:
+            with open(stamp) as f:
+                return f.read() == stamp_text and os.path.isdir(libs)
+        except OSError:
+            return False
+
+    if fresh():
+        return libs
+    os.makedirs(cache, exist_ok=True)
+    with open(os.path.join(cache, ".lock"), "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)  # concurrent test workers resolve once
+        if fresh():
+            return libs
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise KafkaLibsUnavailable("no `mvn` on PATH: cannot resolve the Kafka jars")
+        tmp = libs + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        with importlib.resources.as_file(pom) as pom_path:
+            cmd = [mvn, "-q", "-B", "-f", str(pom_path), f"-Dkafka.version={version}",
+                   "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
+            t0 = time.monotonic()
+            res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if res.returncode != 0 or not os.path.isdir(tmp):
+            raise KafkaLibsUnavailable(
+                f"Maven could not resolve Kafka {version} (exit {res.returncode}):\n"
+                + (res.stdout + res.stderr)[-3000:])
+        shutil.rmtree(libs, ignore_errors=True)
+        with contextlib.suppress(OSError):  # a class archive of the old jars is useless
+            os.unlink(os.path.join(cache, "kafka-server.jsa"))
+        os.replace(tmp, libs)
+        with open(stamp, "w") as f:
+            f.write(stamp_text)
+        log.info("resolved Kafka %s jars into %s in %.1fs", version, libs, time.monotonic() - t0)
+    return libs
+
+
+def java_command(main_class: str, *args: str, heap: str = "256m",
+                 version: str | None = None, jvm_opts=()) -> list[str]:
+    """argv running ``main_class`` on the cached Kafka classpath, e.g.
+    ``java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", t, ...)``.
+    Java logging goes through log4j2 with no configuration, i.e. errors only, to stdout."""
+    libs = ensure_kafka_libs(version)
+    return [java_executable(), f"-Xmx{heap}", "-XX:-UsePerfData", *jvm_opts,
+            "-cp", os.path.join(libs, "*"), main_class, *args]

@@ -1,0 +1,173 @@
+"""Child processes of the harnesses (brokers, the KDC, tansu, the mock cluster): free ports on
+127.0.0.1, a child that dies with this process, and stopping, pausing and killing one. Every
+running harness joins ``live`` and is stopped at exit."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import queue
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+
+__all__ = ["free_ports", "live", "spawn", "stop_process", "terminate"]
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = map(int, f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1, chosen below the kernel's ephemeral
+    range so that a client's outgoing connection can't grab one before the server binds."""
+    lo, _ = _ephemeral_range()
+    low, high = (10000, lo - 1) if lo > 12000 else (lo, 65535)
+    rng = random.Random()
+    socks, ports = [], []
+    try:
+        for _ in range(200 * n):
+            if len(ports) == n:
+                return ports
+            port = rng.randint(low, high)
+            if port in ports:
+                continue
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+            ports.append(port)
+        raise RuntimeError(f"could not find {n} free ports in {low}..{high}")
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+class _Spawner(threading.Thread):
+    """One thread that lives as long as the process and forks every child. PR_SET_PDEATHSIG
+    fires when the *thread* that forked exits, so a child started from a short-lived thread
+    (a test restarting a broker in the background) would be killed with that thread."""
+
+    def __init__(self):
+        super().__init__(name="pyprod-spawner", daemon=True)
+        self.jobs = queue.Queue()
+        self.start()
+
+    def run(self):
+        while True:
+            fn, box, done = self.jobs.get()
+            try:
+                box.append(fn())
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                box.append(e)
+            done.set()
+
+    def call(self, fn):
+        box, done = [], threading.Event()
+        self.jobs.put((fn, box, done))
+        done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+
+_spawner = None
+_spawner_lock = threading.Lock()
+
+
+def spawn(argv, *, log_path=None, env=None, cwd=None, stdin=subprocess.DEVNULL,
+          stdout=None) -> subprocess.Popen:
+    """Start ``argv`` in its own session; it gets SIGKILL if this process dies.
+
+    Output (stderr always, stdout unless ``stdout`` is given, e.g. ``subprocess.PIPE``) is
+    appended to ``log_path`` (default: discarded).
+    """
+    global _spawner
+
+    def start():
+        with open(log_path or os.devnull, "ab") as fh:
+            return subprocess.Popen(
+                argv, stdin=stdin, stdout=fh if stdout is None else stdout, stderr=fh,
+                env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent,
+            )
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = _Spawner()
+    return _spawner.call(start)
+
+
+def terminate(proc: subprocess.Popen | None, timeout: float = 15.0, *, kill: bool = False) -> None:
+    """SIGTERM (or SIGKILL if ``kill``) the process group; SIGKILL after ``timeout``."""
+    if proc is None or proc.poll() is not None:
+        if proc is not None:
+            proc.wait()
+        return
+    sig = signal.SIGKILL if kill else signal.SIGTERM
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# Every running broker harness (KafkaCluster, MockCluster, TansuBroker): stopped at exit.
+live = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for c in list(live):
+        with contextlib.suppress(Exception):
+            c.stop(timeout=5)
+
+
+def stop_process(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and wait until all its threads have stopped."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while not _all_threads_stopped(pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is in the stopped state (Linux procfs; elsewhere, after
+    a short grace period)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        time.sleep(0.2)
+        return True
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread ended
+        if state not in ("T", "t"):
+            return False
+    return True
