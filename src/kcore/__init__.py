@@ -12,6 +12,7 @@ both implementations. The names below are imported one by one from the implement
 import; a type checker reads the compiled branch, typed by those stubs.
 """
 import os
+import sys
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -113,22 +114,17 @@ def kernels(pure: bool = not EXTENSIONS) -> SimpleNamespace:
 
 
 def _pure_modules() -> tuple[ModuleType, ...]:
-    from kcore.pure import (batch_send, buffer_pool, builtin_partitioner, channel, crc, future,
-                            murmur, network_poll, partition_queue, produce_codec, producer_batch,
-                            record_accumulator, record_batch_builder, selector, send_path,
-                            sender_loop, timing_wheel, transaction_manager, varint)
-    return (varint, crc, murmur, record_batch_builder, buffer_pool, timing_wheel, future,
-            producer_batch, transaction_manager, builtin_partitioner, partition_queue,
-            record_accumulator, send_path, batch_send, selector, channel, produce_codec,
-            network_poll, sender_loop)
+    from kcore import pure
+    from kcore.pure import (batch_send, buffer_pool, builtin_partitioner, channel,  # noqa: F401
+                            crc, future, murmur, network_poll, partition_queue, produce_codec,
+                            producer_batch, record_accumulator, record_batch_builder, selector,
+                            send_path, sender_loop, timing_wheel, transaction_manager, varint)
+    return tuple(getattr(pure, kernel) for kernel in KERNELS)
 
 
 def _compiled_modules() -> tuple[ModuleType, ...]:
-    from kcore import (batch_send, buffer_pool, builtin_partitioner, channel, crc, future,
-                       murmur, network_poll, partition_queue, produce_codec, producer_batch,
-                       record_accumulator, record_batch_builder, selector, send_path,
-                       sender_loop, timing_wheel, transaction_manager, varint)
-    return (varint, crc, murmur, record_batch_builder, buffer_pool, timing_wheel, future,
-            producer_batch, transaction_manager, builtin_partitioner, partition_queue,
-            record_accumulator, send_path, batch_send, selector, channel, produce_codec,
-            network_poll, sender_loop)
+    from kcore import (batch_send, buffer_pool, builtin_partitioner, channel,  # noqa: F401
+                       crc, future, murmur, network_poll, partition_queue, produce_codec,
+                       producer_batch, record_accumulator, record_batch_builder, selector,
+                       send_path, sender_loop, timing_wheel, transaction_manager, varint)
+    return tuple(getattr(sys.modules[__name__], kernel) for kernel in KERNELS)
