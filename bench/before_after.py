@@ -86,7 +86,18 @@ def summarize(runs: list) -> dict:
     return out
 
 
-def markdown(meta: dict, rows: dict) -> str:
+def paired(runs: list, name: str, key) -> float | None:
+    """The median over rounds of after/before for one shape: the two runs of a round are
+    adjacent, so a slow spell of the machine weighs on both."""
+    ratios = []
+    for rnd in {r["round"] for r in runs}:
+        pair = {r["tree"]: key(r) for r in runs if r["round"] == rnd and r["shape"] == name}
+        if len(pair) == 2:
+            ratios.append(pair["after"] / pair["before"])
+    return statistics.median(ratios) if ratios else None
+
+
+def markdown(meta: dict, rows: dict, runs: list) -> str:
     lines = [f"# pyprod before ({meta['before']}) and after ({meta['after']}) on the "
              f"{meta['broker']}, {meta['date']}", "",
              f"Machine: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores. "
@@ -96,6 +107,8 @@ def markdown(meta: dict, rows: dict) -> str:
              f"{records_for_steady_state(100):,}; 1 KiB: {records_for_steady_state(1024):,}); "
              "6 partitions, acks=1 and linger_ms=5 unless the workload says otherwise; "
              "`-Nt`: N caller threads sharing one producer.", "",
+             "The ratios are the medians over rounds of after/before in the same round (the "
+             "two runs are adjacent).", "",
              "| workload | before records/s (min..max) | after records/s (min..max) | ratio | "
              "before CPU s/M | after CPU s/M | ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name in meta["shapes"]:
@@ -105,8 +118,9 @@ def markdown(meta: dict, rows: dict) -> str:
         lines.append(
             f"| {name} | {b['records_per_s']:,.0f} ({b['min']:,.0f}..{b['max']:,.0f}) | "
             f"{a['records_per_s']:,.0f} ({a['min']:,.0f}..{a['max']:,.0f}) | "
-            f"{a['records_per_s'] / b['records_per_s']:.2f}x | {b['cpu_s_per_m']:.2f} | "
-            f"{a['cpu_s_per_m']:.2f} | {a['cpu_s_per_m'] / b['cpu_s_per_m']:.2f}x |")
+            f"{paired(runs, name, lambda r: r['records'] / r['wall_s']):.2f}x | "
+            f"{b['cpu_s_per_m']:.2f} | {a['cpu_s_per_m']:.2f} | "
+            f"{paired(runs, name, lambda r: r['process_cpu_s'] / r['records']):.2f}x |")
     lines.append("")
     for tree in ("before", "after"):
         one, four = rows.get((tree, "100B")), rows.get((tree, "100B-4t"))
@@ -173,7 +187,7 @@ def main(argv=None) -> int:
         json.dump({"meta": meta, "rows": {f"{k[0]} {k[1]}": v for k, v in rows.items()},
                    "runs": runs}, f, indent=2)
         f.write("\n")
-    text = markdown(meta, rows)
+    text = markdown(meta, rows, runs)
     with open(base + ".md", "w") as f:
         f.write(text)
     print(text)
