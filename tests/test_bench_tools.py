@@ -193,6 +193,27 @@ def test_scaling_report_on_synthetic_rows(compare, scaling, tmp_path):
         [(1, 1), (6, 1), (24, 1), (6, 2), (6, 4)]
 
 
+def test_before_after_report_on_synthetic_runs(compare):
+    before_after = _load("before_after")
+    assert before_after.records_for_steady_state(100) * 120 * 0.05 >= 32 * 2 ** 20
+    runs = []
+    for rnd in range(3):  # after is 10% faster in every round, at the same CPU per record
+        for tree, wall in (("before", 1.1), ("after", 1.0)):
+            for shape in ("100B", "100B-4t"):
+                runs.append({"tree": tree, "shape": shape, "round": rnd, "records": 1000,
+                             "wall_s": wall * (1 + rnd), "process_cpu_s": 0.5})
+    rows = before_after.summarize(runs)
+    assert rows[("after", "100B")]["runs"] == 3
+    assert before_after.paired(runs, "100B", lambda r: r["records"] / r["wall_s"]) == \
+        pytest.approx(1.1)
+    meta = {"before": "aaa", "after": "bbb", "broker": "mock", "date": META["date"],
+            "machine": {"cpu_model": "cpu", "cores": 2}, "command": "python bench/x.py",
+            "rounds": 3, "shapes": ["100B", "100B-4t"]}
+    md = before_after.markdown(meta, rows, runs)
+    assert "| 100B | 455 (303..909) | 500 (333..1,000) | 1.10x | 500.00 | 500.00 | 1.00x |" in md
+    assert "after: one caller thread sends 1.00x the records/s of four." in md
+
+
 def test_producer_peers_forwards_to_compare(monkeypatch, tmp_path):
     peers = _load("producer_peers")
     seen = {}
