@@ -53,6 +53,8 @@ def shape(workload, threads):
 
 def build_tree(rev: str) -> str:
     """A worktree of ``rev`` with its kcore built in place; returns its src directory."""
+    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", rev], check=True,
+                         capture_output=True, text=True).stdout.strip()  # (HEAD moves)
     path = os.path.join(tempfile.gettempdir(), "pyprod-at-" + rev)
     if not os.path.isdir(path):
         subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", path, rev], check=True)
