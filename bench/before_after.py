@@ -183,17 +183,21 @@ def main(argv=None) -> int:
             "machine": compare.machine_info(), "before": args.before, "after": after,
             "broker": _mock_broker.LABEL if mock else "Apache Kafka broker (1 node, tmpfs)",
             "rounds": args.rounds, "shapes": [shape(w, t) for w, t in shapes]}
-    os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, args.name or ("before_after" + ("_mock" if mock else "")))
+    write(base, {"meta": meta, "rows": {f"{k[0]} {k[1]}": v for k, v in rows.items()},
+                 "runs": runs}, markdown(meta, rows, runs))
+    return 0
+
+
+def write(base: str, data: dict, text: str) -> None:
+    """BASE.json and BASE.md; the table on stdout too."""
+    os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
     with open(base + ".json", "w") as f:
-        json.dump({"meta": meta, "rows": {f"{k[0]} {k[1]}": v for k, v in rows.items()},
-                   "runs": runs}, f, indent=2)
+        json.dump(data, f, indent=2)
         f.write("\n")
-    text = markdown(meta, rows, runs)
     with open(base + ".md", "w") as f:
         f.write(text)
     print(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -94,14 +94,8 @@ def main(argv=None) -> int:
             f"| {args.before} | {b['per_record']:,.0f} | {b['fixed'] / 1e6:,.0f} M |\n"
             f"| {args.after} | {a['per_record']:,.0f} | {a['fixed'] / 1e6:,.0f} M |\n\n"
             f"After/before: {a['per_record'] / b['per_record']:.3f}x per record.\n")
-    os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, "instructions" + ("_idempotent" if args.idempotent else ""))
-    with open(base + ".json", "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=2)
-        f.write("\n")
-    with open(base + ".md", "w") as f:
-        f.write(text)
-    print(text)
+    before_after.write(base, {"meta": meta, "rows": rows}, text)
     return 0
 
 
