@@ -170,3 +170,28 @@ def test_active_implementation_is_the_network_clients():
         client.close()
     assert kcore.NetworkPoll.__module__ == (
         "kcore.network_poll" if kcore.EXTENSIONS else "kcore.shared.network_poll")
+
+
+def test_send_and_send_batch_wake_the_senders_waker(k):
+    """The producer hands SendPath and BatchSendPath the Sender's Waker (woken C to C in the
+    compiled twin): a new batch leaves one byte for the Sender's selector, and one only."""
+    from pyprod import config
+    from pyprod.producer import send_settings
+    from test_record_accumulator import FakeMetadata, accumulator
+    cfg = config.build(linger_ms=0, batch_size=1024)
+    acc = accumulator(k, cfg, FakeMetadata(1))
+    waker, sel = k.Waker(), k.Selector()
+    sel.register(waker.reader, 1, None)
+    try:
+        sp = k.SendPath(acc, lambda *a: None, waker, **send_settings(cfg))
+        bp = k.BatchSendPath(sp, acc, lambda *a: None, waker, **send_settings(cfg))
+        for send in (lambda: sp.send("t", b"v", partition=0),
+                     lambda: bp.send("t", [b"v"] * 50, partitions=[0] * 50)):
+            assert not waker.pending
+            send()
+            assert waker.pending and [key.data for key, _ in sel.select(0)] == [None]
+            waker.drain()
+            assert sel.select(0) == []
+    finally:
+        sel.close()
+        waker.close()
