@@ -19,8 +19,9 @@ import hmac
 import json
 
 from pyprod import errors
-from pyprod.protocol import (api_versions, find_coordinator, header, init_producer_id, metadata,
-                             produce, sasl_authenticate, sasl_handshake)
+from pyprod.protocol import (add_offsets_to_txn, add_partitions_to_txn, api_versions, end_txn,
+                             find_coordinator, header, init_producer_id, metadata, produce,
+                             sasl_authenticate, sasl_handshake, txn_offset_commit)
 from pyprod.protocol.wire import Writer
 
 from .fuzz import Target, generate, tagged_section
@@ -28,7 +29,8 @@ from .fuzz import Target, generate, tagged_section
 __all__ = ["targets", "MESSAGE_MODULES"]
 
 MESSAGE_MODULES = (api_versions, metadata, produce, init_producer_id, find_coordinator,
-                   sasl_handshake, sasl_authenticate)
+                   sasl_handshake, sasl_authenticate, add_partitions_to_txn, add_offsets_to_txn,
+                   end_txn, txn_offset_commit)
 CORRELATION_ID = 7
 _STRICT = (True, False)
 

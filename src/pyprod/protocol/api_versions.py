@@ -82,6 +82,12 @@ def version_ranges(response):
     return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
 
+def finalized_features(response):
+    """{feature name: max_version_level} of the cluster's finalized features (v3+ tag 2, e.g.
+    "transaction.version" >= 2 enables KIP-890's transactions v2); {} before v3 or when absent."""
+    return {f.name: f.max_version_level for f in response.finalized_features or ()}
+
+
 def pick_version(module, ranges):
     """Highest version of ``module``'s API both sides support, from version_ranges().
 
