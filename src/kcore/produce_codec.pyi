@@ -1,5 +1,5 @@
 """The contract of kcore.produce_codec and its twin kcore.pure.produce_codec: ProduceRequest
-bodies and ProduceResponse results (v3..v11)."""
+bodies and ProduceResponse results (v3..v12; v12 is v11 on the wire)."""
 from collections.abc import Iterable
 
 from typing_extensions import Buffer

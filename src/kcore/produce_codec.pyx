@@ -16,7 +16,7 @@ from kcore.errors import KafkaProtocolError
 
 __all__ = ["encode_produce_body", "decode_produce_response"]
 
-cdef int MIN_VERSION = 3, MAX_VERSION = 11, FLEXIBLE_FROM = 9
+cdef int MIN_VERSION = 3, MAX_VERSION = 12, FLEXIBLE_FROM = 9  # v12: v11 on the wire
 
 
 cdef int _check_version(int version) except -1:

@@ -37,6 +37,9 @@ cdef inline void _put_be(uint8_t* p, uint64_t v, int n) noexcept nogil:
         p[i] = <uint8_t>(v >> (8 * (n - 1 - i)))
 
 
+cdef int16_t TRANSACTIONAL_BIT = 0x10  # a record batch's attributes: part of a transaction
+
+
 def restamp(payload, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence):
     """A built batch with new producer state (and so a new CRC)."""
     cdef bytearray out = bytearray(payload)
@@ -261,11 +264,15 @@ cdef class ProducerBatch:
         """No more appends (the Sender drained it, or the next record did not fit)."""
         self.closed = True
 
-    def build(self, int64_t producer_id=-1, int producer_epoch=-1, int32_t base_sequence=-1):
+    def build(self, int64_t producer_id=-1, int producer_epoch=-1, int32_t base_sequence=-1,
+              bint transactional=False):
         """The bytes to send. Built once: a retry resends the same records, restamped only if
-        the producer id changed in between."""
+        the producer id changed in between. transactional: the batch's attribute bit (set at
+        the first build)."""
         self.closed = True
         if self.payload is None:
+            if transactional:
+                self.builder.attrs |= TRANSACTIONAL_BIT
             if producer_id >= 0:
                 self.builder.producer_id = producer_id
                 self.builder.producer_epoch = producer_epoch

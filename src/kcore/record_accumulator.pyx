@@ -514,6 +514,19 @@ cdef class RecordAccumulator(ReadyDrain):
     def has_undrained(self):
         return any([(<PartitionQueue>dq).count for dq in list(self._deques.values())])
 
+    def undrained_partitions(self):
+        """The partitions with batches waiting in their queues."""
+        return [tp for tp, dq in list(self._deques.items()) if (<PartitionQueue>dq).count]
+
+    def take_undrained(self):
+        """Every batch waiting in a queue, taken off it (an aborted transaction's)."""
+        cdef list taken = []
+        cdef PartitionQueue dq
+        for dq in list(self._deques.values()):
+            while dq.count:
+                taken.append(dq.pop_front())
+        return taken
+
     def close(self):
         self._closed = True
 

@@ -75,8 +75,11 @@ cdef class SendPath:
             raise IllegalStateError("KafkaProducer already closed!")
         if self.fork_gen != kc_fork_generation():
             raise _forked_error()
-        if self.tm is not None and self.tm.fatal_error is not None:
-            raise self.tm.fatal_error
+        if self.tm is not None:
+            if self.tm.fatal_error is not None:
+                raise self.tm.fatal_error
+            if self.tm.send_refusal is not None:
+                raise self.tm.send_refusal
         return 0
 
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):

@@ -15,6 +15,7 @@ cdef class SenderLoop:
     cdef public object accumulator      # a RecordAccumulator
     cdef public TransactionManager tm  # the idempotent producer's sequences, or None
     cdef public object net             # the NetworkClient's NetworkPoll: its data path
+    cdef public object transactional_id  # in every ProduceRequest (str), or None
     cdef public bint running           # the loop goes on while set (cleared by the Sender)
     cdef public TimingWheel wheel
     cdef public int acks

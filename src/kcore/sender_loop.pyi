@@ -28,6 +28,7 @@ class SenderLoop:
     request_timeout_ms: int
     delivery_timeout_ms: int
     guarantee_order: bool
+    transactional_id: str | None
     on_partition: Callable[[ProducerBatch, _PartitionResult], object]
     on_error: Callable[[ProducerBatch, BaseException], object]
     on_piece_done: Callable[[ProducerBatch], object] | None
@@ -44,7 +45,8 @@ class SenderLoop:
                  on_error: Callable[[ProducerBatch, BaseException], object],
                  on_piece_done: Callable[[ProducerBatch], object] | None = None,
                  on_fail: Callable[[ProducerBatch, BaseException], object] | None = None,
-                 net: NetworkPoll | None = None) -> None: ...
+                 net: NetworkPoll | None = None,
+                 transactional_id: str | None = None) -> None: ...
     def run(self, sender: Any) -> None: ...
     def run_once(self, client: Any, metadata: Any, max_request_size: int) -> int | None: ...
     def send_producer_data(self, client: Any, metadata: Any, max_request_size: int,

@@ -24,10 +24,11 @@ cdef class SenderLoop:
     def __init__(self, accumulator, transaction_manager, *, int64_t now,
                  int acks, int64_t request_timeout_ms, int64_t delivery_timeout_ms,
                  bint guarantee_order, on_partition, on_error, on_piece_done=None,
-                 on_fail=None, net=None):
+                 on_fail=None, net=None, transactional_id=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
         self.net = net
+        self.transactional_id = transactional_id
         self.running = True
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
@@ -60,7 +61,8 @@ cdef class SenderLoop:
     def request(self, int version, list batches, int64_t now):
         cdef ProducerBatch batch
         cdef dict in_request = {}
-        body = encode_produce_body(version, self.acks, self.request_timeout_ms, None, [
+        body = encode_produce_body(version, self.acks, self.request_timeout_ms,
+                                   self.transactional_id, [
             (b.topic_partition.topic, b.topic_partition.partition, b.payload) for b in batches])
         for batch in batches:
             in_request[batch.topic_partition] = batch

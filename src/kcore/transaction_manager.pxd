@@ -12,6 +12,11 @@
 # - _Partition.count and last_sequence mirror in_flight for those readers: _changed() after every
 #   change to in_flight. _partitions keeps each _Partition for good, so a borrowed entry stays
 #   valid while the manager lives.
+# - Transactions: a _Partition's in_txn and txn_all are written by the Sender thread alone, with
+#   the GIL (pyprod's TransactionManager, on the Sender thread), and read without the GIL by the
+#   Sender only (_may_drain). transactional is set in __init__. send_refusal is written by any
+#   thread with the GIL (pyprod's TransactionManager, under its lock, on each state change) and
+#   read by callers with the GIL (SendPath._check_usable).
 # nogil: may_drain_c, _may_drain, _in_epoch_c: the Sender thread; entry a non-NULL _Partition of
 #   the batch's partition (partition_entry), batch a compiled ProducerBatch its caller keeps
 #   alive (its queue's lock held).
@@ -30,6 +35,7 @@ cdef class _Partition:
     cdef list in_flight          # batches sorted by sequence
     cdef Py_ssize_t count        # len(in_flight), and the last one's sequence, for nogil
     cdef int64_t last_sequence   # readers
+    cdef bint in_txn             # in the open transaction (AddPartitionsToTxn answered)
 
     cdef int _changed(self) except -1   # after in_flight changed
 
@@ -41,6 +47,9 @@ cdef class TransactionManager:
     cdef public int max_in_flight
     cdef public int64_t resets
     cdef public object fatal_error
+    cdef public bint transactional  # drain only partitions in the open transaction
+    cdef public bint txn_all        # every partition is (transactions v2: Produce v12 adds it)
+    cdef public object send_refusal # what send() raises in the transaction's state, or None
     cdef dict _partitions        # tp -> _Partition
     cdef Py_ssize_t _in_flight_count
     cdef bint _reset_pending

@@ -1,6 +1,10 @@
 """The contract of kcore.transaction_manager and its twin kcore.pure.transaction_manager: the
-idempotent producer's state (Java's TransactionManager, idempotence only)."""
+idempotent producer's state (Java's TransactionManager's sequences; the transactional state
+machine is pyprod.transaction_manager)."""
+from collections.abc import Iterable
 from typing import Final
+
+from kcore.future import TopicPartition
 
 from kcore.producer_batch import ProducerBatch
 
@@ -14,7 +18,13 @@ class TransactionManager:
     max_in_flight: int
     resets: int
     fatal_error: BaseException | None
-    def __init__(self, max_in_flight: int) -> None: ...
+    transactional: bool
+    txn_all: bool
+    send_refusal: BaseException | None
+    def __init__(self, max_in_flight: int, transactional: bool = False) -> None: ...
+    def add_to_transaction(self, tps: Iterable[TopicPartition]) -> None: ...
+    def in_transaction(self, tp: TopicPartition) -> bool: ...
+    def clear_transaction(self) -> None: ...
     @property
     def reset_pending(self) -> bool: ...
     def has_producer_id(self) -> bool: ...

@@ -48,7 +48,10 @@ cdef class _Partition:
 
 
 cdef class TransactionManager:
-    def __init__(self, max_in_flight):
+    def __init__(self, max_in_flight, transactional=False):
+        self.transactional = transactional
+        self.txn_all = False
+        self.send_refusal = None
         self._producer_id = self._producer_epoch = -1
         self._epoch_key = (-1, -1)
         self.max_in_flight = max_in_flight
@@ -152,6 +155,21 @@ cdef class TransactionManager:
         self._reset_pending = True
         return 0
 
+    # -- transactions ------------------------------------------------------------------------
+    def add_to_transaction(self, tps):
+        for tp in tps:
+            self._partition(tp).in_txn = True
+
+    def in_transaction(self, tp):
+        cdef _Partition p = self._partitions.get(tp)
+        return self.txn_all or (p is not None and p.in_txn)
+
+    def clear_transaction(self):
+        cdef _Partition p
+        for p in self._partitions.values():
+            p.in_txn = False
+        self.txn_all = False
+
     # -- sequences ---------------------------------------------------------------------------
     def in_current_epoch(self, batch):
         return self._in_epoch(batch)
@@ -182,6 +200,8 @@ cdef class TransactionManager:
 
     cdef bint _may_drain(self, PyObject* entry, int64_t seq, bint in_epoch) noexcept nogil:
         cdef Py_ssize_t n = (<_Partition>entry).count
+        if self.transactional and not (self.txn_all or (<_Partition>entry).in_txn):
+            return False
         if self._reset_pending:  # only to ask about a batch of unknown fate, one at a time
             return self._producer_id >= 0 and n == 0 and in_epoch and \
                 _unknown_fate(entry, seq)              # (_must_ask)
@@ -208,7 +228,8 @@ cdef class TransactionManager:
         self._waiting.discard(batch)
         if not self._in_epoch(batch):
             seq = p.next_sequence
-            batch.build(self._producer_id, self._producer_epoch, seq)  # first: it may raise
+            batch.build(self._producer_id, self._producer_epoch, seq,  # first: it may raise
+                        self.transactional)
             p.next_sequence = <int32_t>((seq + _count(batch)) % MODULO)
         seq = _seq(batch)
         n = len(p.in_flight)

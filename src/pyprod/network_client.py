@@ -29,7 +29,7 @@ from pyprod.connection import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING
                                ExponentialBackoff, decoded)
 from pyprod.metadata import now_ms
 from pyprod.metadata_updater import MetadataUpdater
-from pyprod.protocol import BY_KEY, api_versions, header
+from pyprod.protocol import BY_KEY, api_versions, header, produce
 from pyprod.protocol.wire import Reader, Writer
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ __all__ = ["NetworkClient", "DISCONNECTED", "CONNECTING", "HANDSHAKING",
            "is_authentication_failure"]
 
 _INTERNAL_API_VERSIONS = "api_versions"
+_PRODUCE_TXN_V2 = 12  # Produce v12: v11 on the wire, the partition joins the transaction
 _INTERNAL_METADATA = "metadata"
 _INTERNAL_SASL = "sasl"
 
@@ -81,6 +82,8 @@ class NetworkClient:
                               request_timeout_ms=request_timeout_ms,
                               idle_ms=connections_max_idle_ms)
         self._conns = self.io.conns
+        self._features = (-1, {})  # (finalized features epoch, {name: level}), the newest seen
+        self._produce_v12 = False
 
     # -- connection state --
 
@@ -206,7 +209,23 @@ class NetworkClient:
         if conn is None or conn.api_versions is None:
             raise errors.IllegalStateError("node %s has no negotiated API versions "
                                            "(not connected)" % (node_id,))
-        return api_versions.pick_version(_api_module(api_key), conn.api_versions)
+        version = api_versions.pick_version(_api_module(api_key), conn.api_versions)
+        if api_key == produce.API_KEY and self._produce_v12 and \
+                conn.api_versions[api_key][1] >= _PRODUCE_TXN_V2:
+            return _PRODUCE_TXN_V2
+        return version
+
+    def transaction_version(self):
+        """The brokers' finalized transaction.version (KIP-890): 2+ for transactions v2."""
+        return self._features[1].get("transaction.version", 0)
+
+    def use_transaction_v2(self, enabled):
+        """Produce v12 (transactions v2: it adds the partition to the transaction) or at
+        most v11; switched between transactions only, on the Sender thread."""
+        if enabled != self._produce_v12:
+            self._produce_v12 = enabled
+            for conn in self._conns.values():
+                conn.produce_version = None
 
     def broker_api_versions(self, node_id):
         """{api_key: (min, max)} the broker announced, or None."""
@@ -309,13 +328,16 @@ class NetworkClient:
 
     def _handle_api_versions(self, conn, req, body, now):
         try:
-            retry, ranges = node_api_versions.negotiate(conn.node_id, req.api_version, body)
+            retry, ranges, features = node_api_versions.negotiate(conn.node_id,
+                                                                  req.api_version, body)
         except errors.KafkaError as e:
             self._close(conn, e, now)
             return
         if retry is not None:
             self._send_api_versions(conn, retry, now)
             return
+        if features[0] >= self._features[0]:  # the newest the brokers finalized (Java)
+            self._features = features
         if self._sasl is not None:
             conn.api_versions = ranges
             self._start_authentication(conn, now)

@@ -34,8 +34,9 @@ def _step_down(node_id, requested, theirs):
 
 
 def negotiate(node_id, requested, body):
-    """(version, None): ask ApiVersions again at that version; (None, ranges): the broker's
-    {api_key: (min, max)}. Raises a typed KafkaError when the connection cannot go on."""
+    """(version, None, None): ask ApiVersions again at that version; (None, ranges, features):
+    the broker's {api_key: (min, max)} and (finalized features epoch, {name: max level}).
+    Raises a typed KafkaError when the connection cannot go on."""
     try:
         resp = decoded("an ApiVersions v%d response" % requested, api_versions.decode_response,
                        requested, body)
@@ -46,12 +47,12 @@ def negotiate(node_id, requested, body):
                 int.from_bytes(body[:2], "big", signed=True) == _UNSUPPORTED:
             log.debug("Node %s: undecodable UNSUPPORTED_VERSION answer to ApiVersions v%d",
                       node_id, requested)
-            return 0, None
+            return 0, None, None
         raise
     ranges = api_versions.version_ranges(resp)
     if resp.error_code == _UNSUPPORTED:
-        return _step_down(node_id, requested, ranges.get(api_versions.API_KEY)), None
+        return _step_down(node_id, requested, ranges.get(api_versions.API_KEY)), None, None
     if resp.error_code:
         raise errors.for_code(resp.error_code)(
             "ApiVersions request to node %s failed" % (node_id,))
-    return None, ranges
+    return None, ranges, (resp.finalized_features_epoch, api_versions.finalized_features(resp))

@@ -21,7 +21,7 @@ from pyprod.network_client import NetworkClient
 from pyprod.sasl_authenticator import SaslClientAuthenticator
 from pyprod.sender import Sender, now_ms
 from pyprod.ssl_factory import create_ssl_context
-from kcore import TransactionManager
+from pyprod.transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,8 @@ def sender_for(config, client, metadata, accumulator, transaction_manager, metri
         delivery_timeout_ms=config["delivery_timeout_ms"],
         transaction_timeout_ms=config["transaction_timeout_ms"],
         max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
-        transaction_manager=transaction_manager, metrics=metrics, sender_loop=sender_loop)
+        transaction_manager=transaction_manager, metrics=metrics, sender_loop=sender_loop,
+        transactional_id=config["transactional_id"])
 
 
 def accumulator_settings(config):
@@ -135,14 +136,26 @@ class KafkaProducer:
         self._metadata = metadata_for(self.config)
         self._client = network_client_for(self.config, self._metadata)
         idempotent = self.config["enable_idempotence"]
-        self._tm = TransactionManager(self.config["max_in_flight_requests_per_connection"]) \
-            if idempotent else None
+        transactional_id = self.config["transactional_id"]
+        self._tm = kcore.TransactionManager(
+            self.config["max_in_flight_requests_per_connection"],
+            transactional=transactional_id is not None) if idempotent else None
         self._accumulator = kcore.RecordAccumulator(self._metadata, self._tm,
                                                     **accumulator_settings(self.config))
         self._max_block_ms = self.config["max_block_ms"]
         self._metrics = collections.Counter()
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
                                   self._tm, self._metrics)
+        self._txn = None
+        self._init_result = None
+        if transactional_id is not None:
+            self._txn = TransactionManager(
+                transactional_id, self.config["transaction_timeout_ms"], self._tm,
+                self._accumulator, self._client, self._metadata,
+                retry_backoff_ms=self.config["retry_backoff_ms"],
+                request_timeout_ms=self.config["request_timeout_ms"],
+                batches_sent=lambda loop=self._sender.produce_loop: loop.batches)
+            self._sender.set_transactions(self._txn)
         self._send_path = kcore.SendPath(
             self._accumulator, self._wait_on_metadata, self._client.io.waker,
             partitioner=self.config["partitioner"], transaction_manager=self._tm,
@@ -295,6 +308,70 @@ class KafkaProducer:
             self._sender.wakeup()
             refreshed = self._metadata.await_update(version, remaining)
 
+    # -- transactions (kafka-python's API; Java's semantics) ----------------------------------
+    def _transactions(self, what):
+        self._send_path.check_not_forked()
+        if self._txn is None:
+            raise errors.IllegalStateError(
+                "Cannot %s: transactions are not enabled (set transactional_id)" % what)
+        if self._closed:
+            raise errors.IllegalStateError("KafkaProducer already closed!")
+        return self._txn
+
+    def _await(self, result, what):
+        self._sender.wakeup()
+        if not result.wait(self._max_block_ms / 1000.0):
+            raise errors.KafkaTimeoutError(
+                "Timeout expired after %d ms while awaiting %s" % (self._max_block_ms, what))
+
+    def init_transactions(self):
+        """Fence earlier producers of this transactional_id (finishing or aborting their
+        open transaction) and get the producer id. Waits max_block_ms (KafkaTimeoutError; a
+        later call goes on waiting for the same answer)."""
+        txn = self._transactions("call init_transactions")
+        if self._init_result is None:
+            self._init_result = txn.initialize_transactions()
+        try:
+            self._await(self._init_result, "InitProducerId")
+        except errors.KafkaTimeoutError as e:
+            raise errors.KafkaTimeoutError(
+                "Timeout expired while initializing transactional state in %s ms."
+                % self._max_block_ms) from e
+        finally:
+            if self._init_result.failed:
+                self._init_result = None
+
+    def begin_transaction(self):
+        """Start a transaction: send() and send_batch() may be called until it ends."""
+        self._transactions("begin a transaction").begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets, group_metadata):
+        """Commit a consumer group's offsets ({TopicPartition: OffsetAndMetadata or int})
+        with the transaction. group_metadata: KafkaConsumer.group_metadata() (KIP-447
+        fencing) or a group id."""
+        txn = self._transactions("send offsets to a transaction")
+        self._await(txn.send_offsets_to_transaction(offsets, group_metadata),
+                    "SendOffsetsToTransaction")
+
+    def commit_transaction(self):
+        """Send what is buffered, then commit: returns once every record of the transaction
+        is written and committed; raises the error that made it impossible otherwise (then
+        abort_transaction()). Waits max_block_ms (KafkaTimeoutError; call again to go on
+        waiting)."""
+        self._await(self._transactions("commit a transaction").begin_commit(),
+                    "EndTxn(COMMIT)")
+
+    def abort_transaction(self):
+        """Drop what is buffered, wait for what is in flight, and abort."""
+        self._await(self._transactions("abort a transaction").begin_abort(), "EndTxn(ABORT)")
+
+    @classmethod
+    def max_usable_produce_magic(cls, api_version):
+        """kafka-python's: the record format a broker of api_version takes (pyprod writes 2)."""
+        if api_version >= (0, 11):
+            return 2
+        return 1 if api_version >= (0, 10, 0) else 0
+
     # -- flush, close and the rest of the API -----------------------------------------------
     def flush(self, timeout=None):
         """Send everything buffered and wait until each record completes (or fails)."""
@@ -368,5 +445,6 @@ class KafkaProducer:
             "foreachPartition / mapInArrow).")
 
     def __repr__(self):
-        return "<pyprod.KafkaProducer client_id=%s>" % self.config["client_id"]
+        return "<pyprod.KafkaProducer client_id=%s transactional_id=%s>" % (
+            self.config["client_id"], self.config["transactional_id"])
 

@@ -40,13 +40,16 @@ class Sender(threading.Thread):
     def __init__(self, client, metadata, accumulator, *, client_id, acks, retries,
                  request_timeout_ms, max_request_size, retry_backoff_ms, delivery_timeout_ms,
                  transaction_timeout_ms, max_in_flight_requests_per_connection,
-                 transaction_manager=None, metrics=None, sender_loop=SenderLoop):
-        """sender_loop: the SenderLoop class, of the accumulator's implementation."""
+                 transaction_manager=None, metrics=None, sender_loop=SenderLoop,
+                 transactional_id=None):
+        """sender_loop: the SenderLoop class, of the accumulator's implementation;
+        transactional_id: a transactional producer's (then set_transactions() before start)."""
         super().__init__(name="pyprod-sender-" + client_id, daemon=True)
         self.client = client
         self.metadata = metadata
         self.accumulator = accumulator
         self.tm = transaction_manager
+        self.txn = None  # a transactional producer's pyprod TransactionManager
         self.metrics = metrics if metrics is not None else collections.Counter()
         self.acks = acks
         self.retries = retries
@@ -66,15 +69,27 @@ class Sender(threading.Thread):
             request_timeout_ms=request_timeout_ms, delivery_timeout_ms=delivery_timeout_ms,
             guarantee_order=self.guarantee_order, on_partition=self._on_partition,
             on_error=self._on_error, on_piece_done=self._piece_done, on_fail=self._fail,
-            net=client.io)
+            net=client.io, transactional_id=transactional_id)
         self._split_parents = self.produce_loop.split_parents
 
     # -- lifecycle --------------------------------------------------------------------------
+    def set_transactions(self, txn):
+        """A transactional producer: each loop runs its TransactionManager's step first."""
+        self.txn = txn
+
     def run(self):
-        self.produce_loop.run(self)  # each loop, until initiate_close()
+        if self.txn is None:
+            self.produce_loop.run(self)  # each loop, until initiate_close()
+        else:
+            while self.produce_loop.running:
+                self._run_once_safely()
+            if not self._force_close and self.txn.in_transaction():
+                log.info("Aborting incomplete transaction due to shutdown")
+                self.txn.begin_abort()
         # Closing: send what is left unless forced, then give up on the rest.
         while not self._force_close and (self.accumulator.has_undrained() or
-                                         self.client.in_flight_request_count() > 0):
+                                         self.client.in_flight_request_count() > 0 or
+                                         (self.txn is not None and self.txn.has_pending())):
             self._run_once_safely()
         if self.accumulator.has_incomplete():
             self.accumulator.abort_incomplete(errors.KafkaError("Producer is closed forcefully."))
@@ -103,7 +118,15 @@ class Sender(threading.Thread):
     # -- one loop ---------------------------------------------------------------------------
     def run_once(self):
         """One loop: kcore's SenderLoop runs it (expiry, the produce step, the client's poll),
-        unless the producer id needs a decision first, which is taken here."""
+        unless the producer id needs a decision first, which is taken here. A transactional
+        producer's TransactionManager goes first (its requests, one at a time)."""
+        if self.txn is not None:
+            now = now_ms()
+            self.produce_loop.fail_expired(now)
+            delay = self.txn.run(self, now)
+            if delay is not None:
+                self.client.poll(delay)
+                return
         now = self.produce_loop.run_once(self.client, self.metadata, self.max_request_size)
         if now is not None:
             self.decide(now)
@@ -115,6 +138,9 @@ class Sender(threading.Thread):
             if self.accumulator.has_undrained():  # appended by a send() that raced the error
                 self.accumulator.abort_incomplete(tm.fatal_error, close=False)
             self.client.poll(self._next_deadline_delay(now))
+            return
+        if self.txn is not None:  # its producer id and resets come from its requests
+            self.client.poll(min(self.retry_backoff_ms, self._next_deadline_delay(now)))
             return
         if tm.needs_producer_id():
             if tm.bump_epoch():
@@ -164,6 +190,12 @@ class Sender(threading.Thread):
                                       for index, text in record_errors})
             return
         tm = self.tm
+        if self.txn is not None and error_class in (
+                errors.OutOfOrderSequenceNumberError, errors.UnknownProducerIdError,
+                errors.InvalidProducerIdMappingError):
+            tm.request_reset()  # the transaction aborts; a new epoch follows (KIP-360)
+            self._fail(batch, error)
+            return
         if tm is not None:
             if error_class is errors.OutOfOrderSequenceNumberError:
                 if tm.retry_out_of_order(batch):
@@ -232,6 +264,15 @@ class Sender(threading.Thread):
         self.accumulator.complete(batch, error=error, record_errors=record_errors)
         if self._split_parents:
             self._piece_done(batch)
+        if self.txn is not None:
+            self.txn.batch_failed(error)
+
+    def abort_batch(self, batch, error):
+        """A batch of an aborted transaction, taken off its queue: failed, nothing sent."""
+        if self.tm is not None:
+            self.tm.failed(batch)
+        self.metrics["record-error-total"] += batch.record_count
+        self.accumulator.complete(batch, error=error)
 
     def _unmute(self, batch):
         if self.guarantee_order:

@@ -56,7 +56,7 @@ def test_request_without_batches_and_with_a_null_one(k):
         b"\x00\x00\x00\x00\xff\xff\xff\xff"
 
 
-@pytest.mark.parametrize("bad", [{"version": 2}, {"version": 12}, {"acks": 2}, {"acks": -2}])
+@pytest.mark.parametrize("bad", [{"version": 2}, {"version": 13}, {"acks": 2}, {"acks": -2}])
 def test_request_arguments_are_checked(k, bad):
     args = dict(version=9, acks=1)
     args.update(bad)

@@ -21,7 +21,7 @@ from kcore.errors import KafkaProtocolError
 
 __all__ = ["encode_produce_body", "decode_produce_response"]
 
-MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM = 3, 11, 9
+MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM = 3, 12, 9  # v12: v11 on the wire (KIP-890)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

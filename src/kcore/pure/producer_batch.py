@@ -17,6 +17,9 @@ _PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequen
 _CRC = struct.Struct(">I")  # at offset 17, over bytes 21..end
 
 
+TRANSACTIONAL_BIT = 0x10  # a record batch's attributes: part of a transaction
+
+
 def restamp(payload, producer_id, producer_epoch, base_sequence):
     """A built batch with new producer state (and so a new CRC)."""
     if len(payload) < BATCH_HEADER:
@@ -174,11 +177,14 @@ class ProducerBatch:
         """No more appends (the Sender drained it, or the next record did not fit)."""
         self.closed = True
 
-    def build(self, producer_id=-1, producer_epoch=-1, base_sequence=-1):
+    def build(self, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False):
         """The bytes to send. Built once: a retry resends the same records, restamped only if
-        the producer id changed in between."""
+        the producer id changed in between. transactional: the batch's attribute bit (set at
+        the first build)."""
         self.closed = True
         if self.payload is None:
+            if transactional:
+                self.builder._attrs |= TRANSACTIONAL_BIT
             compressed = self.builder._codec != 0
             self.payload = self.builder.build()
             self.builder = None

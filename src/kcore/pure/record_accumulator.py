@@ -271,6 +271,19 @@ class RecordAccumulator(ReadyDrain):
         with self._lock:
             return any(self._deques.values())
 
+    def undrained_partitions(self):
+        """The partitions with batches waiting in their queues."""
+        with self._lock:
+            return [tp for tp, dq in self._deques.items() if dq]
+
+    def take_undrained(self):
+        """Every batch waiting in a queue, taken off it (an aborted transaction's)."""
+        with self._lock:
+            taken = [batch for dq in self._deques.values() for batch in dq]
+            for dq in self._deques.values():
+                dq.clear()
+        return taken
+
     def close(self):
         with self._lock:
             self._closed = True

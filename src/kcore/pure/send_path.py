@@ -134,5 +134,8 @@ class SendPath:
             raise IllegalStateError("KafkaProducer already closed!")
         if self.fork_generation != fork_generation():
             raise _forked_error()
-        if self.tm is not None and self.tm.fatal_error is not None:
-            raise self.tm.fatal_error
+        if self.tm is not None:
+            if self.tm.fatal_error is not None:
+                raise self.tm.fatal_error
+            if self.tm.send_refusal is not None:
+                raise self.tm.send_refusal

@@ -29,10 +29,11 @@ _WHEEL_SIZE = 64
 class SenderLoop:
     def __init__(self, accumulator, transaction_manager, *, now, acks, request_timeout_ms,
                  delivery_timeout_ms, guarantee_order, on_partition, on_error,
-                 on_piece_done=None, on_fail=None, net=None):
+                 on_piece_done=None, on_fail=None, net=None, transactional_id=None):
         self.accumulator = accumulator
         self.tm = transaction_manager
         self.net = net  # the NetworkClient's NetworkPoll: its data path
+        self.transactional_id = transactional_id  # in every ProduceRequest, or None
         self.running = True  # the loop goes on while set (cleared by the Sender)
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
@@ -66,7 +67,7 @@ class SenderLoop:
     def request(self, version, batches, now):
         """(body, handler): the ProduceRequest body for batches drained for one node, and the
         callback for its response. KafkaError (nothing registered) if it cannot be framed."""
-        body = encode_produce_body(version, self.acks, self.request_timeout_ms, None, [
+        body = encode_produce_body(version, self.acks, self.request_timeout_ms, self.transactional_id, [
             (b.topic_partition.topic, b.topic_partition.partition, b.payload) for b in batches])
         in_request = {}
         for batch in batches:

@@ -21,7 +21,11 @@ partition's first batch is acknowledged under the current producer id, only that
 flight: otherwise a later batch could be accepted before a retried earlier one.
 
 Every method runs on the Sender thread (drain() calls can_drain/assign under the accumulator's
-lock); send() on caller threads only reads fatal_error.
+lock); send() on caller threads only reads fatal_error and send_refusal.
+
+A transactional producer (transactional=True) drains only partitions in the open transaction:
+pyprod's TransactionManager adds them once AddPartitionsToTxn is answered (or all of them,
+txn_all, under transactions v2) and clears them when the transaction ends.
 """
 import bisect
 import collections
@@ -32,7 +36,11 @@ SEQUENCE_MODULO = 1 << 31
 
 
 class TransactionManager:
-    def __init__(self, max_in_flight):
+    def __init__(self, max_in_flight, transactional=False):
+        self.transactional = transactional  # drain only partitions in the open transaction
+        self.txn_all = False  # every partition is (transactions v2: Produce v12 adds it)
+        self.send_refusal = None  # what send() raises in the transaction's state, or None
+        self._in_txn = set()
         self.producer_id = -1
         self.producer_epoch = -1
         self.max_in_flight = max_in_flight
@@ -107,6 +115,19 @@ class TransactionManager:
             self.resets += 1
         self._reset_pending = True
 
+    # -- transactions ------------------------------------------------------------------------
+    def add_to_transaction(self, tps):
+        """AddPartitionsToTxn answered for these partitions: their batches may go."""
+        self._in_txn.update(tps)
+
+    def in_transaction(self, tp):
+        return self.txn_all or tp in self._in_txn
+
+    def clear_transaction(self):
+        """The transaction ended: no partition is in the next one yet."""
+        self._in_txn.clear()
+        self.txn_all = False
+
     # -- sequences ---------------------------------------------------------------------------
     def in_current_epoch(self, batch):
         """True if the batch's sequence was given under the current producer id and epoch."""
@@ -114,6 +135,8 @@ class TransactionManager:
             batch.sequence_epoch == (self.producer_id, self.producer_epoch)
 
     def can_drain(self, batch):
+        if self.transactional and not self.in_transaction(batch.topic_partition):
+            return False
         in_flight = self._in_flight.get(batch.topic_partition)
         if self._reset_pending:  # only to ask about a batch of unknown fate, one at a time
             return self.producer_id >= 0 and not in_flight and self._must_ask(batch)
@@ -134,7 +157,8 @@ class TransactionManager:
         self._waiting.discard(batch)
         if not self.in_current_epoch(batch):
             seq = self._next_sequence[tp]
-            batch.build(self.producer_id, self.producer_epoch, seq)  # first: it may raise
+            batch.build(self.producer_id, self.producer_epoch, seq,  # first: it may raise
+                        self.transactional)
             self._next_sequence[tp] = (seq + batch.record_count) % SEQUENCE_MODULO
         in_flight = self._in_flight[tp]
         if not in_flight or in_flight[-1].base_sequence < batch.base_sequence:

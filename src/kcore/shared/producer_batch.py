@@ -109,7 +109,8 @@ def _split_in_halves(batch, batch_class, batch_size, compression):
                 raise AssertionError("a split batch refused a record")  # sized to fit
         if batch.has_sequence:
             pid, epoch = batch.sequence_epoch
-            child.build(pid, epoch, (batch.base_sequence + first) % (1 << 31))
+            child.build(pid, epoch, (batch.base_sequence + first) % (1 << 31),
+                        bool(memoryview(batch.payload)[22] & 0x10))  # transactional
         else:
             child.build()
         child.last_attempt_ms = batch.last_attempt_ms
