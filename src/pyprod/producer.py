@@ -365,6 +365,21 @@ class KafkaProducer:
         """Drop what is buffered, wait for what is in flight, and abort."""
         self._await(self._transactions("abort a transaction").begin_abort(), "EndTxn(ABORT)")
 
+    def prepare_transaction(self):
+        """Flush and hand the open transaction over, unfinished: a PreparedTransaction that
+        another producer of the same transactional_id commits or aborts with
+        resume_transaction() (exactly-once Spark writes: the executors prepare, the driver
+        commits). This producer sends nothing more in it; close() leaves it open, and the
+        broker aborts it after transaction_timeout_ms unless it is finished."""
+        txn = self._transactions("prepare a transaction")
+        self.flush(self._max_block_ms / 1000.0)
+        return txn.prepare()
+
+    def resume_transaction(self, prepared):
+        """Take over a PreparedTransaction (instead of init_transactions()); then
+        commit_transaction() or abort_transaction() finishes it."""
+        self._transactions("resume a transaction").resume(prepared)
+
     @classmethod
     def max_usable_produce_magic(cls, api_version):
         """kafka-python's: the record format a broker of api_version takes (pyprod writes 2)."""

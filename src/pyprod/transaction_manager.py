@@ -10,6 +10,7 @@ AddPartitionsToTxn before its first batch; v2 (the brokers' finalized ``transact
 >= 2, chosen at begin_transaction, so only between transactions) lets Produce v12 add it and
 bumps the epoch at each EndTxn (v5). The state and the queue are under ``_lock``.
 """
+import collections
 import logging
 import threading
 
@@ -24,16 +25,25 @@ UNINITIALIZED, INITIALIZING, READY = "UNINITIALIZED", "INITIALIZING", "READY"
 IN_TRANSACTION, COMMITTING, ABORTING = "IN_TRANSACTION", "COMMITTING_TRANSACTION", \
     "ABORTING_TRANSACTION"
 ABORTABLE_ERROR, FATAL_ERROR = "ABORTABLE_ERROR", "FATAL_ERROR"
+PREPARED = "PREPARED_TRANSACTION"  # flushed and handed to another process to finish
 
 _FROM = {  # target state -> the states it may be entered from (Java's isTransitionValid)
     INITIALIZING: {UNINITIALIZED, ABORTING},
     READY: {INITIALIZING, COMMITTING, ABORTING},
-    IN_TRANSACTION: {READY},
+    IN_TRANSACTION: {READY, UNINITIALIZED},  # UNINITIALIZED: resume_transaction()
+    PREPARED: {IN_TRANSACTION},
     COMMITTING: {IN_TRANSACTION},
     ABORTING: {IN_TRANSACTION, ABORTABLE_ERROR},
     ABORTABLE_ERROR: {IN_TRANSACTION, COMMITTING, ABORTABLE_ERROR, INITIALIZING},
 }
 _V1_CAPS = {"EndTxn": 4, "TxnOffsetCommit": 4}  # v5 of both is transactions v2
+
+
+PreparedTransaction = collections.namedtuple(
+    "PreparedTransaction", "transactional_id producer_id producer_epoch transaction_version")
+PreparedTransaction.__doc__ = """What finishes a flushed, open transaction from another producer
+(resume_transaction): the coordinator checks only the transactional id, producer id and epoch
+(as Flink's KafkaSink resumes one). transaction_version: 1 or 2 (KIP-890)."""
 
 
 class TransactionalRequestResult:
@@ -155,6 +165,31 @@ class TransactionManager:
             else:
                 self._enqueue(AddOffsetsToTxnHandler(self, result, group, offsets))
             return result
+
+    def prepare(self):
+        """The open transaction, flushed by the caller, to be finished elsewhere: this
+        producer sends nothing more in it and close() leaves it open."""
+        with self._lock:
+            self._raise_if_error()
+            if self.accumulator.has_incomplete() or self._pending or self._in_flight:
+                raise errors.IllegalStateError("prepare: flush() first")
+            self._transition(PREPARED)
+            pid, epoch = self.producer_id_and_epoch()
+            return PreparedTransaction(self.transactional_id, pid, epoch, 2 if self._v2 else 1)
+
+    def resume(self, prepared):
+        """Take over a PreparedTransaction of this transactional id, before
+        initialize_transactions(): commit or abort it next."""
+        with self._lock:
+            if prepared.transactional_id != self.transactional_id:
+                raise ValueError("resume_transaction: transactional_id %r is not this "
+                                 "producer's (%r)" % (prepared.transactional_id,
+                                                      self.transactional_id))
+            self._transition(IN_TRANSACTION)
+            self.sequences.set_producer_id(prepared.producer_id, prepared.producer_epoch)
+            self._v2 = prepared.transaction_version >= 2
+            self._applied = False
+            self._started = True
 
     def begin_commit(self):
         return self._begin_end(True)
