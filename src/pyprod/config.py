@@ -4,11 +4,14 @@ Keys are kafka-python 3.x's, plus the 2.x keys it dropped (``buffer_memory`` is 
 the BufferPool). Java-style dotted names (``linger.ms``) map to these by ``from_java_names``.
 """
 import itertools
+import logging
 import socket
 
 from pyprod import sasl
 from pyprod.config_values import number_from_text  # noqa: F401 (config.number_from_text)
 from pyprod.errors import KafkaConfigurationError
+
+log = logging.getLogger(__name__)
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -89,7 +92,7 @@ LEGACY = {
 _NON_NEGATIVE = (
     "batch_size", "linger_ms", "max_block_ms", "retry_backoff_ms", "reconnect_backoff_ms",
     "reconnect_backoff_max_ms", "metadata_max_age_ms", "metadata_max_idle_ms", "connections_max_idle_ms",
-    "transaction_timeout_ms", "bootstrap_timeout_ms", "retries",
+    "bootstrap_timeout_ms", "retries",
 )
 _POSITIVE = (
     "buffer_memory", "max_request_size", "request_timeout_ms", "delivery_timeout_ms",
@@ -171,13 +174,21 @@ def build(**configs):
     config["acks"] = _acks(config["acks"])
     config["compression_type"] = _codec(config["compression_type"])
     _check_security(config)
+    config["api_version"] = _api_version(config["api_version"])
+    _check_transactions(config)
     _check_idempotence(config, user)
     _check_delivery_timeout(config, user)
     config["batch_max_size"] = _batch_max_size(config)
-    if isinstance(config["api_version"], str):
-        v = config["api_version"]
-        config["api_version"] = None if v == "auto" else tuple(int(p) for p in v.split("."))
     return config
+
+
+def _api_version(version):
+    """None (ask the broker), or a tuple; 2.x's "0.11.0" strings ("auto": None) still work."""
+    if isinstance(version, str):
+        return None if version == "auto" else tuple(int(p) for p in version.split("."))
+    if isinstance(version, list):
+        return tuple(version)
+    return version
 
 
 def _check_numbers(config):
@@ -223,16 +234,35 @@ def _check_security(config):
         raise KafkaConfigurationError("security_protocol must be one of %s" % (SECURITY_PROTOCOLS,))
     if proto.startswith("SASL_"):
         sasl.check_config(config)
-    if config["transactional_id"] is not None:
-        raise KafkaConfigurationError("transactional_id: transactions are not supported yet")
     for key in ("proxy_url", "socks5_proxy"):  # refused: never connect direct in silence
         if config[key] is not None:
             raise KafkaConfigurationError("%s: connecting through a proxy is not supported yet"
                                           % key)
 
 
+def _check_transactions(config):
+    """transactional_id: a non-empty str (Java's NonEmptyString); transaction_timeout_ms: a
+    positive int32 (the broker refuses one above its transaction.max.timeout.ms, at
+    init_transactions)."""
+    tid = config["transactional_id"]
+    if tid is not None and (not isinstance(tid, str) or not tid):
+        raise KafkaConfigurationError("transactional_id must be a non-empty str, got %r" % (tid,))
+    timeout = config["transaction_timeout_ms"]
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 0 < timeout < 1 << 31:
+        raise KafkaConfigurationError(  # InitProducerId sends it as an int32
+            "transaction_timeout_ms must be an int in 1..2**31-1, got %r" % (timeout,))
+
+
 def _check_idempotence(config, user):
-    """kafka-python's rule: conflicts fail if the user asked for idempotence, else disable it."""
+    """kafka-python 3.x's rules (KIP-679): idempotence is on by default; a conflicting config
+    the user set (acks != all, retries=0, more than 5 requests in flight, an api_version older
+    than 0.11) fails if the user asked for idempotence or transactions, else turns it off."""
+    asked = "enable_idempotence" in user
+    if config["transactional_id"] is not None:
+        if asked and not config["enable_idempotence"]:
+            raise KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
+        config["enable_idempotence"] = True
+        asked = True  # transactions are strict: every conflict raises
     if not config["enable_idempotence"]:
         return
     conflicts = []
@@ -244,12 +274,24 @@ def _check_idempotence(config, user):
             config["max_in_flight_requests_per_connection"] > 5:
         conflicts.append(("max_in_flight_requests_per_connection",
                           config["max_in_flight_requests_per_connection"]))
-    if not conflicts:
+    if conflicts:
+        what = ", ".join("%s=%r" % kv for kv in conflicts)
+        if asked:
+            raise KafkaConfigurationError(
+                "enable_idempotence=True is incompatible with user-provided %s" % (what,))
+        log.warning("Idempotence will be disabled because user-provided config conflicts with"
+                    " idempotent defaults: %s", what)
+        config["enable_idempotence"] = False
         return
-    if "enable_idempotence" in user:
-        raise KafkaConfigurationError("enable_idempotence=True is incompatible with %s" % (
-            ", ".join("%s=%r" % kv for kv in conflicts)))
-    config["enable_idempotence"] = False
+    version = config["api_version"]
+    if version is not None and version < (0, 11):  # None: the broker's, learned at connect
+        if asked:
+            raise KafkaConfigurationError(
+                "Idempotent/Transactional producer requires broker >= 0.11 (got api_version=%s)"
+                % (version,))
+        log.warning("Idempotence will be disabled because broker api_version %s < (0, 11)",
+                    version)
+        config["enable_idempotence"] = False
 
 
 def _check_delivery_timeout(config, user):

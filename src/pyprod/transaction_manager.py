@@ -447,6 +447,9 @@ class TransactionManager:
         else:
             node = self._coordinators[(handler.coordinator, handler.key)]
         if node is None or not client.ready(node, now):
+            if node is not None and handler.coordinator is not None and \
+                    client.is_connection_failed(node):  # it may have moved: ask again
+                self.lookup_coordinator(handler.coordinator, handler.key)
             with self._lock:
                 self._pending.append(handler)
             delay = self.retry_backoff_ms if node is None else \

@@ -12,6 +12,9 @@ kafka_secure   one-node Kafka with SSL, mTLS and SASL listeners and a Kerberos K
                clients find their keytab
 kafka_secure_factory  factory: kafka_secure_factory(kerberos=False, ...) -> a private, started
                SecureKafkaCluster (to restart or break), stopped after the test
+kafka_txn      one-node Kafka formatted with transaction.version=1 or 2 (params "v1", "v2":
+               both transaction protocols, KIP-890), timed-out transactions aborted within
+               a second; session-scoped
 tansu          tansu broker (in-memory), session-scoped
 mock_cluster   librdkafka mock cluster with 3 brokers, fresh per test
 
@@ -35,7 +38,7 @@ from .mock_cluster import MockCluster
 from .security import SecureKafkaCluster
 from .tansu import TansuBroker, tansu_binary
 
-BROKER_FIXTURES = ("kafka", "kafka3", "kafka_secure", "tansu", "mock_cluster")
+BROKER_FIXTURES = ("kafka", "kafka3", "kafka_secure", "kafka_txn", "tansu", "mock_cluster")
 
 
 def _loud(msg: str) -> None:
@@ -100,6 +103,27 @@ def kafka3():
         pytest.fail(f"3-node Kafka unavailable: {e}")
     yield cluster
     cluster.stop(kill=True)  # throw-away data: no need for three controlled shutdowns
+
+
+class _TxnCluster(KafkaCluster):
+    def __init__(self, level: int):
+        super().__init__(1, broker_props={
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+            "transaction.remove.expired.transaction.cleanup.interval.ms": 2000})
+        self.format_args = ("--feature", f"transaction.version={level}")
+        self.transaction_version = level
+
+
+@pytest.fixture(scope="session", params=["v1", "v2"])
+def kafka_txn(request):
+    """A one-node Kafka whose transactions use protocol v1 or v2 (KIP-890)."""
+    reason = _kafka_unavailable_reason()
+    if reason:
+        pytest.fail(f"Kafka unavailable: {reason}")
+    cluster = _TxnCluster(int(request.param[1]))
+    cluster.start()
+    yield cluster
+    cluster.stop(kill=True)
 
 
 @pytest.fixture(scope="session")
