@@ -284,3 +284,59 @@ def test_drain_gives_sequences(k):
     assert (first.base_sequence, second.base_sequence) == (0, 1)
     assert header(second) == (PID, EPOCH, 1) and second.record_count == 2
 
+
+
+@pytest.mark.parametrize("partitions", [2, 600])  # 600: drain() chooses without the GIL
+def test_transactional_drain_takes_only_partitions_in_the_transaction(k, partitions):
+    tm = k.TransactionManager(5, transactional=True)
+    tm.set_producer_id(PID, EPOCH)
+    cfg = config.build(batch_size=1024, linger_ms=0)
+    meta = FakeMetadata(partitions=partitions)
+    acc = accumulator(k, cfg, meta, tm=tm)
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, transaction_manager=tm,
+                    **send_settings(cfg))
+    for p in range(partitions):
+        sp.send("t", b"v%d" % p, partition=p)
+    now = 10 ** 12
+    assert acc.drain(meta.cluster, {0}, 1 << 30, now)[0] == []  # nothing added yet
+    assert sorted(acc.undrained_partitions()) == [TopicPartition("t", p)
+                                                   for p in range(partitions)]
+    tm.add_to_transaction([TP1])
+    assert tm.in_transaction(TP1) and not tm.in_transaction(TP0)
+    (only,) = acc.drain(meta.cluster, {0}, 1 << 30, now)[0]
+    assert only.topic_partition == TP1 and header(only) == (PID, EPOCH, 0)
+    assert bytes(only.payload)[22] & 0x10  # the batch says it is transactional
+    tm.txn_all = True  # transactions v2: every partition
+    assert len(acc.drain(meta.cluster, {0}, 1 << 30, now)[0]) == partitions - 1
+    tm.clear_transaction()
+    assert not tm.txn_all and not tm.in_transaction(TP1)
+    sp.send("t", b"next", partition=1)
+    assert acc.drain(meta.cluster, {0}, 1 << 30, now)[0] == []
+    (left,) = acc.take_undrained()
+    assert left.topic_partition == TP1 and not acc.has_undrained()
+
+
+def test_send_refusal_is_raised_by_send_and_send_batch(k):
+    tm = k.TransactionManager(5, transactional=True)
+    cfg = config.build(batch_size=1024, linger_ms=0)
+    acc = accumulator(k, cfg, FakeMetadata(), tm=tm)
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, transaction_manager=tm,
+                    **send_settings(cfg))
+    bp = k.BatchSendPath(sp, acc, lambda *a: None, lambda: None, **send_settings(cfg))
+    tm.send_refusal = kcore.errors.IllegalStateError("Cannot call send in state READY")
+    for call in (lambda: sp.send("t", b"v"), lambda: bp.send("t", [b"v"])):
+        with pytest.raises(kcore.errors.IllegalStateError, match="READY"):
+            call()
+    tm.send_refusal = None
+    sp.send("t", b"v", partition=0)
+    assert acc.undrained_partitions() == [TP0]
+
+
+def test_split_halves_stay_transactional(k):
+    b = k.ProducerBatch(TP0, 1024, None, 0)
+    for _ in range(4):
+        assert b.try_append(0, None, b"v", None, 0, 20) is not None
+    b.build(PID, EPOCH, 8, True)
+    halves = b.split(1024, None)
+    assert [bytes(h.payload)[22] & 0x10 for h in halves] == [0x10, 0x10]
+    assert [header(h) for h in halves] == [(PID, EPOCH, 8), (PID, EPOCH, 10)]
