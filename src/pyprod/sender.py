@@ -86,11 +86,16 @@ class Sender(threading.Thread):
             if not self._force_close and self.txn.in_transaction():
                 log.info("Aborting incomplete transaction due to shutdown")
                 self.txn.begin_abort()
-        # Closing: send what is left unless forced, then give up on the rest.
-        while not self._force_close and (self.accumulator.has_undrained() or
-                                         self.client.in_flight_request_count() > 0 or
-                                         (self.txn is not None and self.txn.has_pending())):
+        # Closing: send what is left unless forced, then give up on the rest (transactional
+        # requests after delivery_timeout_ms: the broker aborts what they leave open).
+        txn_deadline = now_ms() + self.delivery_timeout_ms
+        while not self._force_close and (
+                self.accumulator.has_undrained() or self.client.in_flight_request_count() > 0
+                or (self.txn is not None and self.txn.has_pending() and
+                    now_ms() < txn_deadline)):
             self._run_once_safely()
+        if self.txn is not None:
+            self.txn.close(errors.KafkaError("Producer closed"))
         if self.accumulator.has_incomplete():
             self.accumulator.abort_incomplete(errors.KafkaError("Producer is closed forcefully."))
         self.produce_loop.in_flight.clear()

@@ -353,6 +353,14 @@ class TransactionManager:
         if self.state in (ABORTABLE_ERROR, FATAL_ERROR):
             self._end_flush()
 
+    def close(self, error):
+        """The producer closed: what is still pending fails."""
+        with self._lock:
+            self._fail_pending(error, lambda h: True)
+            if self._in_flight is not None:
+                self._in_flight.fail(error)
+        self._end_flush()
+
     def batch_failed(self, error):
         """A batch of the transaction failed: the transaction cannot commit (Java's
         handleFailedBatch); fencing and authorization are fatal."""
