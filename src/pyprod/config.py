@@ -183,11 +183,16 @@ def build(**configs):
 
 
 def _api_version(version):
-    """None (ask the broker), or a tuple; 2.x's "0.11.0" strings ("auto": None) still work."""
+    """None (ask the broker), or a tuple of ints; 2.x's "0.11.0" strings ("auto": None) still
+    work (a malformed one raises ValueError, as in kafka-python)."""
     if isinstance(version, str):
         return None if version == "auto" else tuple(int(p) for p in version.split("."))
     if isinstance(version, list):
-        return tuple(version)
+        version = tuple(version)
+    if version is not None and (not isinstance(version, tuple) or not version or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in version)):
+        raise KafkaConfigurationError("api_version must be None or a tuple of ints such as "
+                                      "(2, 8), got %r" % (version,))
     return version
 
 

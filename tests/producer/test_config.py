@@ -156,6 +156,14 @@ def test_api_version_normalised_and_new_enough(version, expected):
     assert built["enable_idempotence"] is True
 
 
+@pytest.mark.parametrize("bad", [11, 0.11, (), (0, "11"), (0, 11.0), (True,), {"v": 1}])
+def test_api_version_must_be_a_tuple_of_ints(bad):
+    with pytest.raises(KafkaConfigurationError, match="api_version must be None or a tuple"):
+        config.build(api_version=bad)
+    with pytest.raises(ValueError):  # a malformed 2.x string, as kafka-python
+        config.build(api_version="0.x")
+
+
 def test_api_version_conflict_order_follows_kafka_python():
     """A config conflict is reported (or turns idempotence off) before the broker version
     is looked at, as kafka-python checks them."""
