@@ -1,4 +1,6 @@
-"""One local Spark session for all of tests/spark (small settings, 127.0.0.1 only).
+"""One local Spark session for all of tests/spark (small settings, 127.0.0.1 only). It runs
+local[2,2]: two threads, and a failed task is retried once (the exactly-once tests need a
+retry; plain local[2] fails the job at the first task failure).
 
 pyspark missing is a failure, not a skip. Python workers import pyprod from this checkout
 (PYTHONPATH is set before the JVM starts, and workers inherit it): the same pyprod as the
@@ -37,7 +39,7 @@ def spark(tmp_path_factory):
     import pyprod.spark
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (SparkSession.builder.master("local[2]").appName("pyprod-tests")
+    session = (SparkSession.builder.master("local[2,2]").appName("pyprod-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")

@@ -8,7 +8,8 @@
 
 The modules: options (Spark options -> producer configs), columns (the sink's columns ->
 send_batch arguments), producer_cache (one producer per config per worker), writer (one
-task's write), datasource (the Data Source) and publish (the Spark 3 helper).
+task's write), transactions (exactly-once writes: option exactlyOnce), datasource (the Data
+Source) and publish (the Spark 3 helper).
 """
 from pyprod.spark.producer_cache import ProducerCache, default_cache
 from pyprod.spark.publish import publish

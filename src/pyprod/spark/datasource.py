@@ -6,16 +6,21 @@ and columns fail it before any task starts), write() in each task, and commit()/
 Python worker after the tasks. The totals are logged on the "pyprod.spark.commit" logger (visible in
 ``spark.tvf.python_worker_logs()`` with spark.sql.pyspark.worker.logging.enabled, and on the
 worker's stderr) and kept in the writer's ``last_commit``.
+
+With the option exactlyOnce, each task writes in a transaction of its own and commit()/abort()
+finish them all (see :mod:`pyprod.spark.transactions`).
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Optional
 
 from pyspark.sql import datasource as _ds
 from pyspark.sql.datasource import DataSource, WriterCommitMessage
 
 from pyprod.spark import options as sink_options
+from pyprod.spark import transactions
 from pyprod.spark import writer as task_writer
 
 # commit()/abort() run in a Python worker whose root logger stays at WARNING: this logger
@@ -31,8 +36,14 @@ _StreamArrowWriter = getattr(_ds, "DataSourceStreamArrowWriter", None)
 
 @dataclass
 class PyprodCommitMessage(WriterCommitMessage):
-    """What one task wrote."""
+    """What one task wrote; with exactlyOnce, also its open transaction (a
+    pyprod.transaction_manager.PreparedTransaction, None if it wrote nothing), its partition,
+    scope (the write's run id, or the streaming query's id) and micro-batch."""
     records: int
+    transaction: object = None
+    partition: Optional[int] = None
+    scope: Optional[str] = None
+    batch_id: Optional[int] = None
 
 
 def _total(messages):
@@ -44,15 +55,34 @@ class _Report:
     """commit/abort bookkeeping shared by the batch and streaming writers."""
     last_commit = None
 
-    def _report(self, messages, what, batch_id=None):
+    def _report(self, messages, what, batch_id=None, txn=None):
         records, ok_tasks, tasks = _total(messages)
         self.last_commit = {"status": what, "records": records, "tasks": tasks,
                             "succeeded_tasks": ok_tasks, "topic": self._settings.topic,
                             "batch_id": batch_id}
         where = "" if batch_id is None else " (micro-batch %d)" % batch_id
-        if what == "committed":
-            log.info("pyprod.spark: committed %d records from %d tasks to %s%s",
-                     records, tasks, self._settings.describe(), where)
+        if txn is not None:
+            self.last_commit["transactions"] = txn
+        if txn is not None and txn.get("already_committed"):
+            self.last_commit["records"] = txn["records_committed"]
+            log.warning("pyprod.spark: micro-batch %d was committed by an earlier run of the "
+                        "query: the %d records of its re-run were aborted (%d of %d "
+                        "transactions), %d records of partitions whose earlier transaction "
+                        "was lost were committed, to %s", batch_id,
+                        records - txn["records_committed"], txn["aborted"],
+                        txn["transactions"], txn["records_committed"],
+                        self._settings.describe())
+        elif what == "committed":
+            log.info("pyprod.spark: committed %d records from %d tasks to %s%s%s",
+                     records, tasks, self._settings.describe(), where,
+                     "" if txn is None else " (exactly once: %d transactions)"
+                     % txn["committed"])
+        elif txn is not None:
+            log.warning("pyprod.spark: aborted; %d of %d tasks reported success (%d records) "
+                        "writing to %s%s; exactly once: %d of %d transactions aborted, %d "
+                        "failed tasks' transactional ids fenced: read_committed consumers see "
+                        "none of them", ok_tasks, tasks, records, self._settings.describe(),
+                        where, txn["aborted"], txn["transactions"], txn["fenced"])
         else:
             log.warning("pyprod.spark: aborted; %d of %d tasks reported success (%d records, "
                         "which stay in Kafka: a Kafka sink cannot roll back) writing to %s%s",
@@ -65,10 +95,16 @@ class _Writer(_Report):
         self._settings = settings
 
     def commit(self, messages):
-        self._report(messages, "committed")
+        txn = None
+        if self._settings.transactions is not None:
+            txn = transactions.commit_batch(self._settings, messages)
+        self._report(messages, "committed", txn=txn)
 
     def abort(self, messages):
-        self._report(messages, "aborted")
+        txn = None
+        if self._settings.transactions is not None:
+            txn = transactions.abort_batch(self._settings, messages)
+        self._report(messages, "aborted", txn=txn)
 
 
 class _StreamWriter(_Report):
@@ -76,18 +112,33 @@ class _StreamWriter(_Report):
         self._settings = settings
 
     def commit(self, messages, batchId):
-        self._report(messages, "committed", batchId)
+        txn = None
+        if self._settings.transactions is not None:
+            txn = transactions.commit_stream(self._settings, messages, batchId)
+        self._report(messages, "committed", batchId, txn=txn)
 
     def abort(self, messages, batchId):
-        self._report(messages, "aborted", batchId)
+        txn = None
+        if self._settings.transactions is not None:
+            txn = transactions.abort_stream(self._settings, messages, batchId)
+        self._report(messages, "aborted", batchId, txn=txn)
+
+
+def _message(settings, sends):
+    """One task's write -> its commit message."""
+    if settings.transactions is None:
+        return PyprodCommitMessage(task_writer.write(settings, sends))
+    task = transactions.current_task(settings.transactions)
+    records, prepared = transactions.write(settings, sends, task.transactional_id)
+    return PyprodCommitMessage(records, prepared, task.partition, task.scope, task.batch_id)
 
 
 def _write_arrow(self, iterator):
-    return PyprodCommitMessage(task_writer.write_arrow(self._settings, iterator))
+    return _message(self._settings, task_writer.arrow_sends(self._settings, iterator))
 
 
 def _write_rows(self, iterator):
-    return PyprodCommitMessage(task_writer.write_rows(self._settings, iterator))
+    return _message(self._settings, task_writer.row_sends(self._settings, iterator))
 
 
 def _writer_class(name, report, arrow_base, row_base):
@@ -116,11 +167,22 @@ class PyprodDataSource(DataSource):
         if overwrite and not streaming:  # streaming 'complete' mode re-sends all rows: fine
             raise ValueError("format('pyprod') appends to Kafka topics: use mode('append'); "
                              "a topic cannot be overwritten")
-        topic, configs = sink_options.parse(self.options, streaming=streaming)
-        return task_writer.settings_for(schema, topic, configs)
+        opts = sink_options.parse_sink(self.options, streaming=streaming)
+        txn = None
+        if opts.exactly_once and streaming:
+            txn = transactions.for_stream(opts.transactional_id_prefix, opts.checkpoint_location)
+        elif opts.exactly_once:
+            txn = transactions.for_batch(opts.transactional_id_prefix)
+        return task_writer.settings_for(schema, opts.topic, opts.configs, txn)
 
     def writer(self, schema, overwrite):
         return PyprodWriter(self._settings(schema, overwrite, streaming=False))
 
     def streamWriter(self, schema, overwrite):
-        return PyprodStreamWriter(self._settings(schema, overwrite, streaming=True))
+        settings = self._settings(schema, overwrite, streaming=True)
+        # Spark calls this when it plans each micro-batch, before the tasks, and again in its
+        # commit runner, after them: a batch a crash left half-committed is finished at
+        # planning only (the re-run's tasks would fence its transactions).
+        if settings.transactions is not None and not transactions.in_commit_runner():
+            transactions.recover(settings)
+        return PyprodStreamWriter(settings)

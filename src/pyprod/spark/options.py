@@ -5,15 +5,38 @@ strings, as Spark passes them). ``kafka.linger.ms`` becomes ``linger_ms=5`` thro
 :func:`pyprod.config.from_java_names`; values are converted to the type of pyprod's default.
 Anything else is rejected with a KafkaConfigurationError naming the option.
 
+Exactly-once writes (:mod:`pyprod.spark.transactions`): ``exactlyOnce`` ("true"/"false",
+default false: at-least-once, as Spark's sink) and ``transactionalIdPrefix`` (default
+"pyprod-spark"). Their names match ignoring case, '_', '.' and '-' (``exactly_once``,
+``transactional.id.prefix`` work too). With exactlyOnce, ``kafka.transaction.timeout.ms``
+defaults to 900000 (15 min, the broker's default transaction.max.timeout.ms); the producer
+configs are checked as a transactional producer's. ``kafka.transactional.id`` is refused: each
+task needs its own id.
+
 Security options that do not map by name (``kafka.sasl.jaas.config``, truststores and
 keystores, ``kafka.ssl.endpoint.identification.algorithm``) go through
 :mod:`pyprod.spark.security`. No message shows the value of an option holding a secret.
 """
+from collections import namedtuple
+
 from pyprod import config as configuration
 from pyprod.errors import KafkaConfigurationError
 from pyprod.spark import security, stores
 
 PREFIX = "kafka."
+
+EXACTLY_ONCE = "exactlyOnce"
+TRANSACTIONAL_ID_PREFIX = "transactionalIdPrefix"
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "pyprod-spark"
+# the broker's default transaction.max.timeout.ms: the longest a transaction may stay open
+EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 900000
+_SINK_OPTIONS = {"exactlyonce": EXACTLY_ONCE, "transactionalidprefix": TRANSACTIONAL_ID_PREFIX}
+
+SinkOptions = namedtuple("SinkOptions", "topic configs exactly_once transactional_id_prefix "
+                                        "checkpoint_location")
+SinkOptions.__doc__ = """The sink's options, parsed: topic (or None), producer configs,
+exactly_once, transactional_id_prefix (None unless exactly_once), checkpoint_location (the
+streaming query's 'checkpointLocation' option, or None)."""
 
 # Options Spark itself adds to every streaming sink's options; not ours to judge.
 SPARK_STREAMING_OPTIONS = ("checkpointlocation", "path", "queryname")
@@ -110,23 +133,77 @@ def check(configs, required="option 'kafka.bootstrap.servers'"):
     return configs
 
 
-def parse(options, *, streaming=False):
-    """Spark options (any mapping, keys compared case-insensitively) -> (topic or None,
-    producer configs)."""
-    topic, java = None, {}
+def _sink_option(low):
+    """The canonical name of a sink option (``exactly_once`` -> exactlyOnce), or None."""
+    return _SINK_OPTIONS.get(low.replace("_", "").replace(".", "").replace("-", ""))
+
+
+def _flag(name, value):
+    if isinstance(value, bool):
+        return value
+    low = str(value).strip().lower()
+    if low in _TRUE or low in _FALSE:
+        return low in _TRUE
+    raise KafkaConfigurationError("option %r: expected true or false, got %r" % (name, value))
+
+
+def parse_sink(options, *, streaming=False):
+    """Spark options (any mapping, keys compared case-insensitively) -> SinkOptions."""
+    topic, java, sink, checkpoint = None, {}, {}, None
     for name, value in options.items():
         low = name.lower()
+        canonical = _sink_option(low)
         if low == "topic":
             if not isinstance(value, str) or not value.strip():
                 raise KafkaConfigurationError("option 'topic' must be a non-empty topic name")
             topic = value.strip()
         elif low.startswith(PREFIX) and len(low) > len(PREFIX):
+            if low[len(PREFIX):] == "transactional.id":
+                raise KafkaConfigurationError(
+                    "option %r is not supported: every task needs a transactional id of its "
+                    "own; set option %r to 'true' (and %r) for exactly-once writes"
+                    % (name, EXACTLY_ONCE, TRANSACTIONAL_ID_PREFIX))
             java[low[len(PREFIX):]] = value
+        elif canonical is not None:
+            if canonical in sink:
+                raise KafkaConfigurationError("option %r is set twice (as %r and %r)" % (
+                    canonical, sink[canonical][0], name))
+            sink[canonical] = (name, value)
         elif streaming and low in SPARK_STREAMING_OPTIONS:
+            if low == "checkpointlocation":
+                checkpoint = value
             continue
         else:
             raise KafkaConfigurationError(
-                "unsupported option %r for format('pyprod'): the options are 'topic' and "
-                "'kafka.<producer config>' (e.g. 'kafka.bootstrap.servers', 'kafka.linger.ms')"
-                % (name,))
-    return topic, producer_configs(java)
+                "unsupported option %r for format('pyprod'): the options are 'topic', "
+                "'kafka.<producer config>' (e.g. 'kafka.bootstrap.servers', 'kafka.linger.ms'), "
+                "%r and %r" % (name, EXACTLY_ONCE, TRANSACTIONAL_ID_PREFIX))
+    exactly_once = _flag(*sink[EXACTLY_ONCE]) if EXACTLY_ONCE in sink else False
+    prefix = None
+    if TRANSACTIONAL_ID_PREFIX in sink:
+        name, prefix = sink[TRANSACTIONAL_ID_PREFIX]
+        if not exactly_once:
+            raise KafkaConfigurationError(
+                "option %r needs option %r set to 'true'" % (name, EXACTLY_ONCE))
+        if not isinstance(prefix, str) or not prefix.strip():
+            raise KafkaConfigurationError("option %r must be a non-empty string" % (name,))
+        prefix = prefix.strip()
+    if not exactly_once:
+        return SinkOptions(topic, producer_configs(java), False, None, checkpoint)
+    configs = _from_java(java)
+    configs.setdefault("transaction_timeout_ms", EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS)
+    prefix = prefix or DEFAULT_TRANSACTIONAL_ID_PREFIX
+    try:  # checked as the tasks' transactional producers will be
+        check(dict(configs, transactional_id=prefix + "-0"))
+    except KafkaConfigurationError as e:
+        raise KafkaConfigurationError(
+            "option %r: %s (transactions need idempotence: acks=all, retries > 0, at most 5 "
+            "requests in flight)" % (EXACTLY_ONCE, e.args[0])) from None
+    return SinkOptions(topic, configs, True, prefix, checkpoint)
+
+
+def parse(options, *, streaming=False):
+    """Spark options (any mapping, keys compared case-insensitively) -> (topic or None,
+    producer configs)."""
+    parsed = parse_sink(options, streaming=streaming)
+    return parsed.topic, parsed.configs

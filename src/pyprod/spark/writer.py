@@ -1,6 +1,7 @@
 """One Spark task's write: its rows go through send_batch on the worker's cached producer,
 then a flush; the task fails with the first delivery error. Shared by the Data Source writers
-and the Spark 3 helper."""
+and the Spark 3 helper. Exactly-once writes (settings.transactions set) go through a
+transactional producer of the task's own instead: see :mod:`pyprod.spark.transactions`."""
 from __future__ import annotations
 
 import collections
@@ -16,14 +17,16 @@ class SinkSettings:
     topic: object            # str, or None for the 'topic' column
     configs: dict = field(hash=False, repr=False)  # holds secrets: never in a repr
     columns: cols_mod.Columns = None
+    # exactly-once: a pyprod.spark.transactions.TransactionSettings; None: at-least-once
+    transactions: object = None
 
     def describe(self):
         return repr(self.topic) if self.topic else "the 'topic' column"
 
 
-def settings_for(schema, topic, configs):
+def settings_for(schema, topic, configs, transactions=None):
     """SinkSettings, checked now (on the driver) so a bad job fails before any task runs."""
-    return SinkSettings(topic, dict(configs), cols_mod.resolve(schema, topic))
+    return SinkSettings(topic, dict(configs), cols_mod.resolve(schema, topic), transactions)
 
 
 def _raise_failed(pending, block):
@@ -87,13 +90,22 @@ def grouped(batches, rows=GROUP_ROWS, nbytes=GROUP_BYTES):
         yield pa.Table.from_batches(group)
 
 
+def arrow_sends(settings: SinkSettings, batches):
+    """(topic, count, send_batch kwargs) for a task's Arrow RecordBatches."""
+    return (s for table in grouped(batches)
+            for s in cols_mod.arrow_sends(table, settings.columns, settings.topic))
+
+
+def row_sends(settings: SinkSettings, rows):
+    """(topic, count, send_batch kwargs) for a task's Rows."""
+    return cols_mod.row_sends(rows, settings.columns, settings.topic)
+
+
 def write_arrow(settings: SinkSettings, batches, cache=None):
     """A task's Arrow RecordBatches -> records written."""
-    sends = (s for table in grouped(batches)
-             for s in cols_mod.arrow_sends(table, settings.columns, settings.topic))
-    return write(settings, sends, cache)
+    return write(settings, arrow_sends(settings, batches), cache)
 
 
 def write_rows(settings: SinkSettings, rows, cache=None):
     """A task's Rows -> records written."""
-    return write(settings, cols_mod.row_sends(rows, settings.columns, settings.topic), cache)
+    return write(settings, row_sends(settings, rows), cache)

@@ -1,0 +1,593 @@
+"""Exactly-once writes (option ``exactlyOnce``): each task writes in a Kafka transaction of its
+own and hands it over unfinished; the driver commits them all, or aborts them. Readers see the
+rows only with isolation_level=read_committed.
+
+Transactional ids. They never contain the attempt number: a task's retry (or a speculative
+copy) reuses the id, and its InitProducerId fences the earlier attempt, aborting whatever that
+attempt left open, so a failed attempt's rows are never committed.
+
+  batch      <prefix>-<run>-<partition>        run: 16 hex digits drawn when Spark plans the
+                                               write (the writer Spark pickles for the tasks
+                                               and for commit()/abort() carries it)
+  streaming  <prefix>-<query id>-<partition>   the query id is kept in the checkpoint, so the
+                                               ids survive restarts: a restarted query's tasks
+                                               fence what a crashed run left open at once
+
+The task (executor): on its first record, ``KafkaProducer(transactional_id=...)``,
+init_transactions(), begin_transaction(); then send_batch() calls, flush(),
+prepare_transaction() and close(), which leaves the transaction open. Its commit message
+carries the PreparedTransaction (transactional id, producer id, epoch and transaction version:
+under transactions v2 the epoch the broker expects in EndTxn, under v1 the one it fences
+with). A task that writes nothing opens no transaction.
+
+The driver, batch write: commit(messages) resumes each prepared transaction
+(resume_transaction) and commits it, 8 at a time. abort(messages) aborts them and fences the
+ids of the partitions whose task failed (InitProducerId aborts what their attempts left open).
+Kafka cannot commit several transactions atomically (without KIP-939): the commit is atomic
+per task, so a commit() that fails half-way leaves the tasks it committed visible, and says so.
+
+The driver, streaming: commit(messages, batchId) first records its decision -- the batch id
+and every prepared transaction -- in ``<checkpointLocation>/pyprod/<batchId>.json`` (state
+"committing"), then commits the transactions, then marks the entry "committed". Spark writes
+its own commit log (commits/<batchId>) only after commit() returns, so a crash in between makes
+the restarted query run that batch id again. Hence:
+
+- Before any task of a micro-batch runs, Spark plans it, calling streamWriter() on the driver;
+  there an entry still "committing" (a crash during commit()) is finished: each of its
+  transactions is committed again (the coordinator answers a repeated EndTxn(COMMIT) of a
+  committed transaction with success) or found gone (aborted by the broker after
+  transaction_timeout_ms), and the entry is marked "committed" with the gone ids as "lost".
+  This must come before the re-run's tasks, whose InitProducerId (same ids) would fence them.
+- commit(messages, batchId) of a batch id that has an entry: its rows are committed already.
+  The re-run's transactions are aborted, except those of lost ids, which are committed: the
+  re-run wrote those partitions again (the same rows when the plan is deterministic, which
+  Spark's replay assumes).
+- A crash before the entry is written: nothing of the batch was committed. The re-run's tasks
+  fence the old transactions (same ids) and the batch is written once.
+- abort(messages, batchId) leaves a decided batch (an entry exists) to that recovery; otherwise
+  it aborts the transactions and fences the failed partitions' ids.
+
+The entries need a checkpoint the driver's Python can read and write: a local (or NFS) path,
+a file: URI, or a URI pyarrow.fs opens (s3://, gs://, hdfs://, abfs://). The entry directory
+keeps the newest KEEP_ENTRIES entries.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Optional
+from urllib.parse import unquote, urlparse
+
+from pyprod import errors
+from pyprod.errors import KafkaConfigurationError
+from pyprod.producer import KafkaProducer
+from pyprod.spark import writer as task_writer
+from pyprod.spark.stores import materialize  # PKCS12 stores -> PEM files
+from pyprod.transaction_manager import PreparedTransaction
+
+log = logging.getLogger("pyprod.spark.commit")
+if log.level == logging.NOTSET:
+    log.setLevel(logging.INFO)
+
+ENTRY_DIR = "pyprod"        # under the checkpoint
+ENTRY_VERSION = 1
+KEEP_ENTRIES = 20
+PARALLEL = 8                # transactions finished at once by the driver
+CLOSE_TIMEOUT_S = 30.0
+QUERY_ID_PROPERTY = "sql.streaming.queryId"    # Spark's task-local properties
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+COMMITTING, COMMITTED = "committing", "committed"
+
+# EndTxn of a transaction the broker no longer has open: aborted after transaction_timeout_ms
+# (v1: fenced, v2: invalid state) or fenced by a newer InitProducerId of its id.
+_GONE = (errors.ProducerFencedError, errors.InvalidProducerEpochError,
+         errors.InvalidTxnStateError, errors.InvalidProducerIdMappingError,
+         errors.UnknownProducerIdError)
+
+
+class ExactlyOnceError(RuntimeError):
+    """An exactly-once write could not be finished as it should (the message says what is
+    visible and what to do)."""
+
+
+@dataclass(frozen=True)
+class TransactionSettings:
+    """What the tasks and the driver need for exactly-once writes (picklable)."""
+    prefix: str
+    run_id: Optional[str] = None       # batch writes
+    checkpoint: Optional[str] = None   # streaming: the checkpointLocation option
+    query_id: Optional[str] = None     # streaming: the id in the checkpoint's metadata
+
+    @property
+    def streaming(self):
+        return self.run_id is None
+
+
+def transactional_id(prefix, scope, partition):
+    return "%s-%s-%d" % (prefix, scope, partition)
+
+
+def for_batch(prefix):
+    return TransactionSettings(prefix, run_id=uuid.uuid4().hex[:16])
+
+
+def for_stream(prefix, checkpoint):
+    """Streaming settings; fails unless the checkpoint's metadata can be read from here."""
+    if not checkpoint:
+        raise KafkaConfigurationError(
+            "option 'exactlyOnce' on a streaming query needs its checkpoint as the option "
+            "'checkpointLocation' (.option('checkpointLocation', ...)): pyprod keeps its "
+            "commit decisions there")
+    return TransactionSettings(prefix, checkpoint=checkpoint,
+                               query_id=SinkLog(checkpoint).query_id())
+
+
+# -- the task ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskTransaction:
+    transactional_id: str
+    partition: int
+    scope: str                 # the run id (batch) or the query id (streaming)
+    batch_id: Optional[int]    # streaming: the micro-batch
+
+
+def current_task(txn: TransactionSettings, context=None):
+    """The running Spark task's transactional id (TaskContext: partition, and the query and
+    micro-batch ids Spark sets as local properties of a streaming query's jobs)."""
+    if context is None:
+        from pyspark import TaskContext
+        context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("exactly-once writes run inside Spark tasks")
+    partition = context.partitionId()
+    batch_id = None
+    if txn.streaming:
+        scope = context.getLocalProperty(QUERY_ID_PROPERTY) or txn.query_id
+        batch = context.getLocalProperty(BATCH_ID_PROPERTY)
+        batch_id = None if batch is None else int(batch)
+    else:
+        scope = txn.run_id
+    return TaskTransaction(transactional_id(txn.prefix, scope, partition), partition, scope,
+                           batch_id)
+
+
+def new_producer(config):
+    return KafkaProducer(**materialize(config))
+
+
+def _config(configs, tid):
+    return dict(configs, transactional_id=tid)
+
+
+def write(settings, sends, tid, factory=None):
+    """Send every (topic, count, kwargs) of ``sends`` in a transaction of ``tid``, flush, and
+    hand it over unfinished: (records, PreparedTransaction or None if nothing was sent).
+    Raises the first delivery error; the transaction then stays open until the retry's
+    InitProducerId (or the driver's abort(), or transaction_timeout_ms) aborts it."""
+    factory = factory or new_producer
+    producer, ok, count = None, False, 0
+    try:
+        pending = collections.deque()
+        for topic, n, kwargs in sends:
+            if producer is None:
+                producer = factory(_config(settings.configs, tid))
+                producer.init_transactions()   # fences the earlier attempts of this partition
+                producer.begin_transaction()
+            pending.append(producer.send_batch(topic, **kwargs))
+            count += n
+            task_writer._raise_failed(pending, block=False)
+        if producer is None:
+            ok = True
+            return 0, None
+        producer.flush()
+        task_writer._raise_failed(pending, block=True)
+        prepared = producer.prepare_transaction()
+        ok = True
+        return count, prepared
+    finally:
+        if producer is not None:  # close() leaves the transaction open
+            producer.close(timeout=CLOSE_TIMEOUT_S if ok else 0)
+
+
+# -- the driver: finishing transactions --------------------------------------------------------
+def finish(configs, prepared, commit, factory=None):
+    """Commit (or abort) the prepared transaction from a producer of its transactional id."""
+    producer = (factory or new_producer)(_config(configs, prepared.transactional_id))
+    try:
+        producer.resume_transaction(prepared)
+        (producer.commit_transaction if commit else producer.abort_transaction)()
+    finally:
+        producer.close(timeout=CLOSE_TIMEOUT_S)
+
+
+def fence(configs, tid, factory=None):
+    """InitProducerId on ``tid``: aborts what an attempt of it left open."""
+    producer = (factory or new_producer)(_config(configs, tid))
+    try:
+        producer.init_transactions()
+    finally:
+        producer.close(timeout=CLOSE_TIMEOUT_S)
+
+
+def _parallel(fn, items):
+    """[(item, exception or None)] of fn(item) for each item, PARALLEL at a time."""
+    items = list(items)
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(items)),
+                            thread_name_prefix="pyprod-spark-txn") as pool:
+        futures = [(item, pool.submit(fn, item)) for item in items]
+        out = []
+        for item, future in futures:
+            try:
+                future.result()
+                out.append((item, None))
+            except Exception as e:  # noqa: BLE001 - reported by the caller
+                out.append((item, e))
+        return out
+
+
+def _commit_all(settings, prepared, factory):
+    return _parallel(lambda p: finish(settings.configs, p, True, factory), prepared)
+
+
+def _abort_all(settings, prepared, factory, what):
+    """Abort ``prepared`` (best effort: a failure is logged); how many were aborted."""
+    done = 0
+    for p, e in _parallel(lambda p: finish(settings.configs, p, False, factory), prepared):
+        if e is None:
+            done += 1
+        else:
+            log.warning("pyprod.spark: could not abort %s's transaction %s (producer id %d, "
+                        "epoch %d): %r", what, p.transactional_id, p.producer_id,
+                        p.producer_epoch, e)
+    return done
+
+
+def _fence_all(settings, tids, factory):
+    done = 0
+    for tid, e in _parallel(lambda t: fence(settings.configs, t, factory), tids):
+        if e is None:
+            done += 1
+        else:
+            log.warning("pyprod.spark: could not fence transactional id %s (what its failed "
+                        "task left open stays so until transaction_timeout_ms): %r", tid, e)
+    return done
+
+
+def prepared_of(messages):
+    return [m.transaction for m in messages
+            if m is not None and getattr(m, "transaction", None) is not None]
+
+
+def _timeout_hint(settings):
+    return ("a transaction the broker no longer has open was aborted after "
+            "transaction_timeout_ms=%s (option kafka.transaction.timeout.ms, capped by the "
+            "broker's transaction.max.timeout.ms: the write must commit within it) or fenced by "
+            "another writer of its transactional id (keep spark.speculation off, use one "
+            "transactionalIdPrefix per concurrent job)"
+            % (settings.configs.get("transaction_timeout_ms"),))
+
+
+def _failures(failed, limit=5):
+    shown = "; ".join("%s: %s: %s" % (p.transactional_id, type(e).__name__, e)
+                      for p, e in failed[:limit])
+    more = len(failed) - limit
+    return shown + (" (and %d more)" % more if more > 0 else "")
+
+
+def _check_scope(messages, expected, what):
+    for m in messages:
+        scope = getattr(m, "scope", None) if m is not None else None
+        if scope is not None and scope != expected:
+            raise ExactlyOnceError(
+                "pyprod.spark: a task wrote for %s %r, this commit is for %r: %s"
+                % (what, scope, expected,
+                   "the driver reads another checkpoint than Spark's (give "
+                   "checkpointLocation as a full URI)" if what == "query" else
+                   "Spark planned the write twice"))
+
+
+def commit_batch(settings, messages, factory=None):
+    """commit(messages) of a batch write: commit every task's transaction. Returns counts."""
+    txn = settings.transactions
+    _check_scope(messages, txn.run_id, "write")
+    prepared = prepared_of(messages)
+    failed = [(p, e) for p, e in _commit_all(settings, prepared, factory) if e is not None]
+    if failed:
+        gone = any(isinstance(e, _GONE) for _, e in failed)
+        raise ExactlyOnceError(
+            "pyprod.spark: %d of %d transactions failed to commit (%s); the other %d are "
+            "committed and their rows visible%s" % (
+                len(failed), len(prepared), _failures(failed), len(prepared) - len(failed),
+                ": " + _timeout_hint(settings) if gone else ""))
+    return {"transactions": len(prepared), "committed": len(prepared)}
+
+
+def abort_batch(settings, messages, factory=None):
+    """abort(messages) of a batch write: abort the tasks' transactions and fence the failed
+    partitions' transactional ids (messages[i] is partition i's, None if it failed)."""
+    txn = settings.transactions
+    prepared = prepared_of(messages)
+    tids = [transactional_id(txn.prefix, txn.run_id, i)
+            for i, m in enumerate(messages) if m is None]
+    aborted = _abort_all(settings, prepared, factory, "a task")
+    fenced = _fence_all(settings, tids, factory)
+    return {"transactions": len(prepared), "aborted": aborted, "fenced": fenced}
+
+
+# -- the driver: streaming ---------------------------------------------------------------------
+class _Files:
+    """Small files under a directory: a local path or file: URI (os), or a URI pyarrow.fs
+    opens (s3a:// and s3n:// read as s3://)."""
+
+    def __init__(self, location):
+        parsed = urlparse(location)
+        scheme = parsed.scheme.lower()
+        self.location = location
+        if scheme in ("", "file") or len(scheme) == 1:  # a path (C: is a drive, not a scheme)
+            path = unquote(parsed.path) if scheme == "file" else location
+            self.fs, self.root = None, os.path.abspath(path)
+            return
+        try:
+            import pyarrow.fs as pafs
+        except ImportError:
+            raise ExactlyOnceError(
+                "pyprod.spark: exactly-once needs pyarrow to reach the checkpoint %r from the "
+                "driver" % (location,)) from None
+        uri = "s3" + location[len(scheme):] if scheme in ("s3a", "s3n") else location
+        self._pafs = pafs
+        self.fs, self.root = pafs.FileSystem.from_uri(uri)
+
+    def _path(self, *names):
+        if self.fs is None:
+            return os.path.join(self.root, *names)
+        return "/".join((self.root.rstrip("/"),) + names)
+
+    def read(self, *names):
+        path = self._path(*names)
+        try:
+            if self.fs is None:
+                with open(path, "rb") as f:
+                    return f.read()
+            with self.fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def write(self, data, *names):
+        """Write a file in one step: a reader sees the old content or the new, whole."""
+        path = self._path(*names)
+        tmp = self._path(*names[:-1], ".%s.%s.tmp" % (names[-1], uuid.uuid4().hex[:8]))
+        if self.fs is None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fd = os.open(os.path.dirname(path), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return
+        self.fs.create_dir(self._path(*names[:-1]), recursive=True)
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(data)
+        self.fs.move(tmp, path)
+
+    def list(self, *names):
+        path = self._path(*names)
+        if self.fs is None:
+            try:
+                return os.listdir(path)
+            except FileNotFoundError:
+                return []
+        infos = self.fs.get_file_info(self._pafs.FileSelector(path, allow_not_found=True))
+        return [i.base_name for i in infos]
+
+    def delete(self, *names):
+        path = self._path(*names)
+        try:
+            if self.fs is None:
+                os.remove(path)
+            else:
+                self.fs.delete_file(path)
+        except FileNotFoundError:
+            pass
+
+
+class SinkLog:
+    """The sink's commit decisions, one JSON file per micro-batch under the checkpoint."""
+
+    def __init__(self, checkpoint):
+        self.checkpoint = checkpoint
+        self.files = _Files(checkpoint)
+
+    def query_id(self):
+        """The query id in Spark's ``<checkpoint>/metadata`` (written when the query starts)."""
+        data = self.files.read("metadata")
+        if data is None:
+            raise ExactlyOnceError(
+                "pyprod.spark: exactly-once cannot see Spark's checkpoint at %r from the "
+                "driver (no 'metadata' file at %s): give checkpointLocation as a path or URI "
+                "the driver's Python can open (a local or NFS path, file:, s3://, hdfs://...; "
+                "a bare path on another default file system such as HDFS is not)"
+                % (self.checkpoint, self.files._path("metadata")))
+        try:
+            return json.loads(data.decode("utf-8").splitlines()[0])["id"]
+        except (ValueError, KeyError, IndexError) as e:
+            raise ExactlyOnceError("pyprod.spark: cannot read the query id in %s: %r"
+                                   % (self.files._path("metadata"), e)) from None
+
+    def batch_ids(self):
+        out = []
+        for name in self.files.list(ENTRY_DIR):
+            stem, dot, ext = name.partition(".")
+            if dot and ext == "json" and stem.isdigit():
+                out.append(int(stem))
+        return sorted(out)
+
+    def get(self, batch_id):
+        data = self.files.read(ENTRY_DIR, "%d.json" % batch_id)
+        return None if data is None else json.loads(data.decode("utf-8"))
+
+    def put(self, entry):
+        data = json.dumps(entry, sort_keys=True).encode("utf-8")
+        self.files.write(data, ENTRY_DIR, "%d.json" % entry["batch_id"])
+
+    def prune(self, keep=KEEP_ENTRIES):
+        for batch_id in self.batch_ids()[:-keep]:
+            self.files.delete(ENTRY_DIR, "%d.json" % batch_id)
+
+    def latest(self):
+        ids = self.batch_ids()
+        return self.get(ids[-1]) if ids else None
+
+
+def _prepared(entry):
+    return [PreparedTransaction(*t) for t in entry["transactions"]]
+
+
+def _finish_entry(settings, sink_log, entry, factory, trusted):
+    """Commit the transactions of a 'committing' entry again; mark it 'committed', with the
+    ids whose transaction is gone as 'lost' (``trusted``: nothing re-used the ids since the
+    crash) or 'unknown' (the re-run's tasks fenced them: lost or committed, who knows)."""
+    batch_id = entry["batch_id"]
+    gone, failed = [], []
+    for p, e in _commit_all(settings, _prepared(entry), factory):
+        if e is None:
+            continue
+        (gone if isinstance(e, _GONE) else failed).append((p, e))
+    if failed:
+        raise ExactlyOnceError(
+            "pyprod.spark: could not finish committing micro-batch %d, decided by an earlier "
+            "run (%s); the next attempt retries (its entry: %s)" % (
+                batch_id, _failures(failed), sink_log.files._path(ENTRY_DIR,
+                                                                  "%d.json" % batch_id)))
+    key = "lost" if trusted else "unknown"
+    ids = sorted(set(entry.get(key, ())) | {p.transactional_id for p, _ in gone})
+    entry = dict(entry, state=COMMITTED, **{key: ids})
+    sink_log.put(entry)
+    if gone and trusted:
+        log.error("pyprod.spark: micro-batch %d: the transactions of %s were gone when the "
+                  "restarted query finished the batch's commit (%s); their partitions are "
+                  "written again from the batch's re-run", batch_id,
+                  ", ".join(p.transactional_id for p, _ in gone), _timeout_hint(settings))
+    elif gone:
+        log.error("pyprod.spark: micro-batch %d: the transactions of %s could not be finished "
+                  "before the batch's re-run fenced them: their rows are committed or lost "
+                  "(%s)", batch_id, ", ".join(p.transactional_id for p, _ in gone),
+                  _timeout_hint(settings))
+    else:
+        log.info("pyprod.spark: finished committing micro-batch %d (%d transactions), left "
+                 "half-committed by an earlier run", batch_id, len(entry["transactions"]))
+    return entry
+
+
+def in_commit_runner():
+    """Whether Spark's streaming sink commit runner (python_streaming_sink_runner, which calls
+    streamWriter() after the tasks ran) is calling us."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith("python_streaming_sink_runner.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def recover(settings, factory=None):
+    """At planning, before the micro-batch's tasks: finish the newest entry if a crash left it
+    'committing'. Returns the finished entry, or None."""
+    sink_log = SinkLog(settings.transactions.checkpoint)
+    entry = sink_log.latest()
+    if entry is None or entry.get("state") != COMMITTING:
+        return None
+    return _finish_entry(settings, sink_log, entry, factory, trusted=True)
+
+
+def commit_stream(settings, messages, batch_id, factory=None):
+    """commit(messages, batchId): see the module doc. Returns counts (and 'already_committed'
+    for the re-run of a committed batch)."""
+    txn = settings.transactions
+    sink_log = SinkLog(txn.checkpoint)
+    _check_scope(messages, txn.query_id, "query")
+    prepared = prepared_of(messages)
+    entry = sink_log.get(batch_id)
+    if entry is not None:
+        return _commit_rerun(settings, sink_log, entry, messages, prepared, factory)
+    if not prepared:
+        return {"transactions": 0, "committed": 0}
+    entry = {"version": ENTRY_VERSION, "batch_id": batch_id, "query_id": txn.query_id,
+             "state": COMMITTING, "transactions": [list(p) for p in prepared]}
+    sink_log.put(entry)  # the decision: from here on the batch is committed, whatever happens
+    failed = [(p, e) for p, e in _commit_all(settings, prepared, factory) if e is not None]
+    if failed:
+        raise ExactlyOnceError(
+            "pyprod.spark: micro-batch %d: %d of %d transactions failed to commit (%s); the "
+            "batch stays decided: the restarted query commits it again before its next tasks%s"
+            % (batch_id, len(failed), len(prepared), _failures(failed),
+               " (" + _timeout_hint(settings) + ")"
+               if any(isinstance(e, _GONE) for _, e in failed) else ""))
+    sink_log.put(dict(entry, state=COMMITTED))
+    sink_log.prune()
+    return {"transactions": len(prepared), "committed": len(prepared)}
+
+
+def _commit_rerun(settings, sink_log, entry, messages, prepared, factory):
+    """The re-run of a batch an earlier run committed: abort its transactions, but commit
+    those of partitions whose earlier transaction was lost."""
+    batch_id = entry["batch_id"]
+    if entry.get("state") == COMMITTING:  # not finished at planning, as it should have been
+        entry = _finish_entry(settings, sink_log, entry, factory, trusted=False)
+    lost = set(entry.get("lost", ()))
+    redo = [p for p in prepared if p.transactional_id in lost]
+    drop = [p for p in prepared if p.transactional_id not in lost]
+    aborted = _abort_all(settings, drop, factory, "the re-run")
+    failed = [(p, e) for p, e in _commit_all(settings, redo, factory) if e is not None]
+    rewritten = {p.transactional_id for p in redo} - {p.transactional_id for p, _ in failed}
+    records = sum(m.records for m in messages
+                  if m is not None and m.transaction is not None
+                  and m.transaction.transactional_id in rewritten)
+    if rewritten:
+        entry = dict(entry, lost=sorted(lost - rewritten),
+                     rewritten=sorted(set(entry.get("rewritten", ())) | rewritten))
+        sink_log.put(entry)
+    if failed:
+        raise ExactlyOnceError(
+            "pyprod.spark: micro-batch %d: could not commit the re-run's rows of lost "
+            "partitions (%s)" % (batch_id, _failures(failed)))
+    if lost - rewritten:
+        log.error("pyprod.spark: micro-batch %d: the rows of %s are lost (their transaction "
+                  "was aborted and the re-run did not write them)", batch_id,
+                  ", ".join(sorted(lost - rewritten)))
+    return {"transactions": len(prepared), "committed": len(rewritten), "aborted": aborted,
+            "already_committed": True, "records_committed": records}
+
+
+def abort_stream(settings, messages, batch_id, factory=None):
+    """abort(messages, batchId): see the module doc."""
+    txn = settings.transactions
+    prepared = prepared_of(messages)
+    entry = SinkLog(txn.checkpoint).get(batch_id)
+    if entry is not None:
+        decided = {tuple(t) for t in entry["transactions"]}
+        left = [p for p in prepared if tuple(p) in decided]
+        prepared = [p for p in prepared if tuple(p) not in decided]
+        if left:
+            log.warning("pyprod.spark: micro-batch %d: %d transactions are left for the "
+                        "restarted query to commit (the batch was decided before it failed)",
+                        batch_id, len(left))
+    aborted = _abort_all(settings, prepared, factory, "a task")
+    tids = [] if entry is not None else [
+        transactional_id(txn.prefix, txn.query_id, i) for i, m in enumerate(messages)
+        if m is None]
+    fenced = _fence_all(settings, tids, factory)
+    return {"transactions": len(prepared), "aborted": aborted, "fenced": fenced}
