@@ -70,6 +70,8 @@ WORKLOADS = {
     "zstd": {"value_size": 100, "compression": "zstd"},
     "acks-all-idempotent": {"value_size": 100, "acks": "all", "idempotent": True},
     "sasl_ssl": {"value_size": 100, "security": "SASL_SSL"},
+    "transactional": {"value_size": 100, "acks": "all", "idempotent": True,
+                      "transaction_size": 10000},
 }
 QUICK_WORKLOADS = ("100B", "lz4")
 DESCRIBE = {
@@ -82,12 +84,16 @@ DESCRIBE = {
     "zstd": "100-byte values, zstd",
     "acks-all-idempotent": "100-byte values, acks=all, idempotence on",
     "sasl_ssl": "100-byte values, keyless, SASL_SSL with SCRAM-SHA-512 (TLS 1.3)",
+    "transactional": "100-byte values, keyless, transactions of 10,000 records, each "
+                     "committed (acks=all, idempotence on)",
 }
 SKIP = {("java", "100B-keyed"): "ProducerPerformance sends no keys",
         ("java", "100B-callbacks"): "ProducerPerformance gives every record a callback: "
                                     "its 100B row",
         ("java", "sasl_ssl"): "not wired to the secured listener",
-        ("aiokafka", "sasl_ssl"): "not wired to the secured listener"}
+        ("aiokafka", "sasl_ssl"): "not wired to the secured listener",
+        ("java", "transactional"): "ProducerPerformance is not run transactionally here",
+        ("aiokafka", "transactional"): "not wired to transactions here"}
 
 
 def workload_spec(name: str, batch_size=None) -> dict:
@@ -96,7 +102,8 @@ def workload_spec(name: str, batch_size=None) -> dict:
             "compression": w.get("compression"), "acks": w.get("acks", 1),
             "idempotent": w.get("idempotent", False), "linger_ms": LINGER_MS,
             "batch_size": batch_size, "security": w.get("security"),
-            "callbacks": w.get("callbacks", False)}
+            "callbacks": w.get("callbacks", False),
+            "transaction_size": w.get("transaction_size")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,6 +133,11 @@ def _gate(spec) -> None:
 
 def _split(n: int, parts: int) -> list:
     return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+def _chunks(n: int, size: int) -> list:
+    """n records as transactions of size records (the last one shorter)."""
+    return [min(size, n - i) for i in range(0, n, size)]
 
 
 def _threads(fn, counts):
@@ -204,10 +216,18 @@ def _kafka_python_like(cls, spec, extra=None):
         kw["batch_size"] = spec["batch_size"]
     kw.update(spec.get("security_config") or {})
     kw.update(extra or {})
+    txn = spec.get("transaction_size")
+    if txn:
+        kw["transactional_id"] = "bench-%s-%d" % (spec["client"], os.getpid())
     p = cls(**kw)
     topic, value, keys, n = spec["topic"], _value(spec["value_size"]), _keys(spec), spec["records"]
+    if txn:
+        p.init_transactions()
+        p.begin_transaction()
     for f in [p.send(topic, value, partition=i) for i in range(spec["partitions"])]:
         f.get(30)  # warm: metadata, connections, every partition's leader answering
+    if txn:
+        p.commit_transaction()
     send, out = p.send, {}
     _gate(spec)
     c0, t0 = _cpu(), time.perf_counter()
@@ -224,6 +244,12 @@ def _kafka_python_like(cls, spec, extra=None):
             for k in itertools.islice(itertools.cycle(keys), count):
                 send(topic, value, k)
         _threads(loop, _split(n, spec["threads"]))
+    elif txn:
+        for count in _chunks(n, txn):
+            p.begin_transaction()
+            for _ in range(count):
+                send(topic, value)
+            p.commit_transaction()
     elif spec.get("callbacks"):
         delivered = _Delivered()
         callback, errback = delivered.callback, delivered.failed.append
@@ -271,12 +297,20 @@ def _run_confluent(spec):
     if spec.get("security_config"):
         from tests.harness.readback import confluent_security
         conf.update(confluent_security(spec["security_config"]))
+    txn = spec.get("transaction_size")
+    if txn:
+        conf["transactional.id"] = "bench-%s-%d" % (spec["client"], os.getpid())
     p = Producer(conf)
     topic, value, keys, n = spec["topic"], _value(spec["value_size"]), _keys(spec), spec["records"]
+    if txn:
+        p.init_transactions(30)
+        p.begin_transaction()
     for i in range(spec["partitions"]):
         p.produce(topic, value, partition=i)
     if p.flush(30):
         raise RuntimeError("confluent-kafka: warm-up records not delivered")
+    if txn:
+        p.commit_transaction(30)
     produce, poll = p.produce, p.poll
     full = [0]
 
@@ -303,6 +337,14 @@ def _run_confluent(spec):
         out["send_s"] = _paced(n, spec["rate"], lambda i: put(
             keys[i % KEYS] if keys else None, on_delivery=on_delivery), sleep=poll)
         out["latency"] = rec
+    elif txn:
+        for count in _chunks(n, txn):
+            p.begin_transaction()
+            for i in range(count):
+                put(None)
+                if i % 1000 == 0:
+                    poll(0)
+            p.commit_transaction()  # flushes first
     elif spec.get("callbacks"):
         delivered = _Delivered()
         on_delivery = delivered.on_delivery
@@ -608,7 +650,11 @@ def run_one(broker, spec, timeout=None, rss_every=None) -> dict:
     warm = 0 if spec["client"] == "java" else spec["partitions"]
     landed = broker.count(spec["topic"])
     broker.delete(spec["topic"])
-    if landed != spec["records"] + warm:
+    markers = 0  # a transaction writes one commit marker per partition it touched
+    if spec.get("transaction_size"):
+        markers = spec["partitions"] * (len(_chunks(spec["records"], spec["transaction_size"]))
+                                        + 1)
+    if not spec["records"] + warm <= landed <= spec["records"] + warm + markers:
         raise RuntimeError(f"{spec['client']} {spec['workload']}: {landed} records in "
                            f"{spec['topic']}, expected {spec['records'] + warm}")
     res.update({k: spec[k] for k in ("client", "workload", "records", "value_size", "rate",
