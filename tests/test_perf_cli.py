@@ -55,7 +55,7 @@ def _usage_error(capsys, argv) -> str:
     (BASE + ["--producer-config", "linger.ms=soon"], "linger_ms must be a number"),
     (BASE + ["--producer-config", "batch.size=-1"], "batch_size must be >= 0"),
     (BASE + ["--acks", "1", "--producer-config", "enable.idempotence=true"],
-     "enable_idempotence=True is incompatible with acks=1"),
+     "enable_idempotence=True is incompatible with user-provided acks=1"),
     (BASE[:-1] + ["not a host:port"], "Bad port"),
 ])
 def test_bad_arguments_are_usage_errors(capsys, argv, message):
