@@ -212,9 +212,6 @@ class TransactionManager:
                                         None if self._v2 else _V1_CAPS["EndTxn"]))
             return self._end_result
 
-    def is_transactional(self):
-        return True
-
     def has_pending(self):
         with self._lock:
             return bool(self._pending) or self._in_flight is not None
