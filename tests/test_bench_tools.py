@@ -318,3 +318,26 @@ def test_connections_tiny_real_run(kafka, tmp_path, monkeypatch, capsys):
     assert all(len(r["each_wall_s"]) == 2 and r["records"] == 2000 for r in two)
     assert saved["rows"][0]["broker_cpu_s_per_m"] is None  # a broker given by address
     assert "| pyprod | 2 |" in capsys.readouterr().out
+
+
+def test_transactional_table(compare, tmp_path):
+    """bench/transactional.py: rows per broker, ratios within a broker, the skip note."""
+    tx = _load("transactional")
+    runs = []
+    for kind in ("kafka", "mock"):
+        for rnd in range(3):
+            for client, wall in (("pyprod", 1.0), ("confluent-kafka", 2.0),
+                                 ("kafka-python", 10.0)):
+                if (kind, client) not in tx.SKIP:
+                    runs.append(dict(_run(client, "transactional", wall / (1 + (kind == "mock")),
+                                          wall / 4, rnd), broker=kind))
+    rows = tx.rows_of(runs, ["kafka", "mock"])
+    assert [(r["broker"], r["client"]) for r in rows] == [
+        ("kafka", "pyprod"), ("kafka", "confluent-kafka"), ("kafka", "kafka-python"),
+        ("mock", "pyprod"), ("mock", "confluent-kafka")]
+    meta = dict(META, brokers=["kafka", "mock"], clients=list(tx.CLIENTS), steady_state=True)
+    text = tx.markdown(meta, rows)
+    assert "| Apache Kafka (1 node, tmpfs) | kafka-python | 100 (100..100) |" in text
+    assert "| 10.00x | 10.00x |" in text and "| 2.00x | 2.00x |" in text
+    assert "Not run: kafka-python on the librdkafka mock broker" in text
+    assert "not steady state" in tx.markdown(dict(meta, steady_state=False), rows)
