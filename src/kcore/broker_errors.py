@@ -1,5 +1,7 @@
 """Broker error codes as exceptions (kafka-python's names, errno values and flags); for_code
 maps a code to its class. The client-side errors are in kcore.client_errors."""
+from typing import TYPE_CHECKING
+
 from kcore.client_errors import (AuthenticationFailedError, InvalidMetadataError, KafkaError,
                           RetriableError)
 
@@ -607,6 +609,7 @@ def error_for_code(error_code, *args):
     return for_code(error_code)(*args)
 
 
-__all__ = sorted(n for n, v in list(globals().items())
-                 if isinstance(v, type) and issubclass(v, BrokerResponseError)) + [
-    "for_code", "error_for_code", "kafka_errors"]
+if not TYPE_CHECKING:  # computed: type checkers take every public name instead
+    __all__ = sorted(n for n, v in list(globals().items())
+                     if isinstance(v, type) and issubclass(v, BrokerResponseError)) + [
+        "for_code", "error_for_code", "kafka_errors"]

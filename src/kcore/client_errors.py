@@ -5,6 +5,7 @@ Class names, ``errno``, ``retriable`` and ``invalid_metadata`` match kafka-pytho
 (plus the kafka-python 2.x names that 3.x dropped), so ``except Errors.X`` code ports by
 changing the import. Broker error codes map to classes through :func:`for_code`.
 """
+from typing import TYPE_CHECKING
 
 
 class KafkaError(RuntimeError):
@@ -199,5 +200,6 @@ class AsyncProducerQueueFull(KafkaError):
         self.failed_msgs = failed_msgs
 
 
-__all__ = sorted(n for n, v in list(globals().items())
-                 if isinstance(v, type) and issubclass(v, BaseException))
+if not TYPE_CHECKING:  # computed: type checkers take every public name instead
+    __all__ = sorted(n for n, v in list(globals().items())
+                     if isinstance(v, type) and issubclass(v, BaseException))

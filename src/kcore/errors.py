@@ -2,9 +2,12 @@
 client-side ones (kcore.client_errors) and the broker's error codes (kcore.broker_errors, with
 for_code). They live at the bottom layer, which raises them; users import them from
 pyprod.errors, which re-exports these same classes under its own name."""
-from kcore.broker_errors import *  # noqa: F401,F403
-from kcore.broker_errors import __all__ as _broker_names
-from kcore.client_errors import *  # noqa: F401,F403
-from kcore.client_errors import __all__ as _client_names
+from typing import TYPE_CHECKING
 
-__all__ = sorted(set(_client_names) | set(_broker_names))
+from kcore.broker_errors import *  # noqa: F401,F403
+from kcore.client_errors import *  # noqa: F401,F403
+
+if not TYPE_CHECKING:  # computed: type checkers take every public name instead
+    from kcore.broker_errors import __all__ as _broker_names
+    from kcore.client_errors import __all__ as _client_names
+    __all__ = sorted(set(_client_names) | set(_broker_names))

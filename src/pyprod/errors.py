@@ -6,9 +6,13 @@ import. Broker error codes map to classes through :func:`for_code`. The classes 
 the bottom layer (kcore.errors), which raises them too; this is where users import them from,
 and the module name their tracebacks and pickles give.
 """
+from typing import TYPE_CHECKING
+
 from kcore import errors as _defined
 from kcore.errors import *  # noqa: F401,F403
-from kcore.errors import __all__  # noqa: F401
+
+if not TYPE_CHECKING:  # computed in kcore.errors: type checkers take every public name
+    from kcore.errors import __all__  # noqa: F401
 
 for _cls in vars(_defined).values():
     if isinstance(_cls, type) and issubclass(_cls, BaseException) and \
