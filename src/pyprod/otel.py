@@ -80,7 +80,7 @@ class _Traced:
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None):
-        if _current_span() is _NO_SPAN or not _in_span():
+        if _current_span() is _NO_SPAN or not _in_span():  # the first test: no span at all
             return self.raw_send(topic, value, key, headers, partition, timestamp_ms)
         attrs = {}
         if partition is not None:
