@@ -9,7 +9,8 @@ cd "$(dirname "$0")"
 . scripts/setup.sh
 echo "run-tests: python -m pytest${*:+ $*} (compiled kcore)"
 python -m pytest "$@"
-echo "run-tests: kernels, fuzz, network, a round trip and transactions with PYPROD_NO_EXTENSIONS=1 (the pure twins)"
+echo "run-tests: kernels, fuzz, network, a round trip, transactions and asyncio with PYPROD_NO_EXTENSIONS=1 (the pure twins)"
 PYPROD_NO_EXTENSIONS=1 python -m pytest -q -p no:cacheprovider tests/kernels tests/fuzz \
-  tests/network tests/integration/test_producer_roundtrip.py tests/integration/test_transactions.py
+  tests/network tests/integration/test_producer_roundtrip.py tests/integration/test_transactions.py \
+  tests/aio
 bash scripts/sanitize.sh  # says each step itself (sanitize: ...)

@@ -8,6 +8,8 @@
 #   and done(): the GIL orders them, so between a check of is_done and the update that relies
 #   on it nothing may run that can switch threads: Python code, or an allocation (it may run
 #   the cycle collector and its finalizers): allocate first, then check and update.
+#   _loop_calls (asyncio awaits, add_loop_call on a loop's thread) follows the same rule; done()
+#   takes it after is_done is set and posts it to the loops' wakers, which lock their own state.
 # - FutureRecordMetadata: fixed once made (new_future), but _value: the RecordMetadata, made by
 #   the first thread that asks (two racing threads may each make one; they are equal).
 from libc.stdint cimport int64_t
@@ -23,6 +25,7 @@ cdef class ProduceRequestResult:
     cdef public bint is_done
     cdef object _event
     cdef list _thunks
+    cdef list _loop_calls          # asyncio awaits: flat [waker, call, arg, ...]
 
 
 cdef class FutureRecordMetadata:

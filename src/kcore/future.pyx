@@ -5,7 +5,11 @@ registration (thread rules: future.pxd).
 
 Callbacks are kept flat in the result's ``_thunks``: ``[future, callback, errback, ...]``, one
 entry of three per registration (an add_errback right after an add_callback on the same record
-fills that entry's free slot). done() walks them in C, in registration order."""
+fills that entry's free slot). done() walks them in C, in registration order.
+
+asyncio awaits register loop calls in ``_loop_calls`` (flat ``[waker, call, arg, ...]``), which
+done() hands to their loops' wakers (kcore/shared/future.py): one wakeup per loop per Sender
+pass. A batch nobody awaits pays one pointer test."""
 cimport cython
 from cpython.object cimport PyObject, PyTypeObject, newfunc
 from libc.stdint cimport int64_t
@@ -42,8 +46,11 @@ cdef class ProduceRequestResult:
         self.error, self.record_errors = error, record_errors
         self.is_done = True
         thunks, self._thunks = self._thunks, None
+        loop_calls, self._loop_calls = self._loop_calls, None
         if self._event is not None:
             self._event.set()
+        if loop_calls is not None:
+            _post_loop_calls(loop_calls)
         if thunks:
             _run_thunks(self, thunks)
 
@@ -62,20 +69,46 @@ cdef class ProduceRequestResult:
         """Register a call for when the batch completes; False if it already has."""
         return _register(self, future, callback, errback)
 
+    def add_loop_call(self, loop, call, arg):
+        """Run call(arg) on asyncio ``loop`` once done (batched with the other calls done by
+        then); False (nothing registered) if done already."""
+        return _register_loop_call(self, _waker_of(loop), call, arg)
+
+
+cdef list _registration(ProduceRequestResult r, bint loop_calls):
+    """r's thunks (or loop calls) to append to, made if need be; None if r is done.
+    Allocations may run the GC, whose finalizers may let the Sender thread complete the
+    batch: allocate first, then check and return with no allocation in between (list appends
+    and item stores do not run the GC either)."""
+    cdef list fresh = [] if (r._loop_calls if loop_calls else r._thunks) is None else None
+    if r.is_done:
+        return None
+    if loop_calls:
+        if r._loop_calls is None:
+            r._loop_calls = fresh
+        return r._loop_calls
+    if r._thunks is None:
+        r._thunks = fresh
+    return r._thunks
+
+
+cdef bint _register_loop_call(ProduceRequestResult r, waker, call, arg) except -1:
+    """Append (waker, call, arg) to r's loop calls; False if r is done."""
+    cdef list calls = _registration(r, True)
+    if calls is None:
+        return False
+    calls.append(waker)
+    calls.append(call)
+    calls.append(arg)
+    return True
+
 
 cdef bint _register(ProduceRequestResult r, future, callback, errback) except -1:
     """Append (future, callback, errback) to r's thunks; False if r is done already."""
-    # Allocations may run the GC, whose finalizers may let the Sender thread complete the
-    # batch: allocate first, then check and register with no allocation in between (list
-    # appends and item stores do not run the GC).
-    cdef list fresh = [] if r._thunks is None else None
-    cdef list thunks
+    cdef list thunks = _registration(r, False)
     cdef Py_ssize_t n
-    if r.is_done:
+    if thunks is None:
         return False
-    if r._thunks is None:
-        r._thunks = fresh
-    thunks = r._thunks
     n = len(thunks)
     if n and thunks[n - 3] is future:  # the same record again: fill a free slot
         if callback is None and thunks[n - 1] is None:
@@ -163,6 +196,10 @@ cdef class FutureRecordMetadata:
         return _exception(self)
 
     @property
+    def timestamp_type(self):
+        return _timestamp_type(self._result, self._index)
+
+    @property
     def value(self):
         if self._result.is_done and _exception(self) is None:
             return _metadata(self)
@@ -196,6 +233,12 @@ cdef class FutureRecordMetadata:
     def add_both(self, f, *args, **kwargs):
         f = _partial(f, args, kwargs) if args or kwargs else f
         return _add(self, f, f)
+
+    def add_loop_call(self, loop, call, arg):
+        return _register_loop_call(self._result, _waker_of(loop), call, arg)
+
+    def __await__(self):
+        return _await(self)
 
 
 cdef _add(FutureRecordMetadata future, callback, errback):

@@ -14,6 +14,7 @@ import collections
 import logging
 import threading
 
+import kcore
 from pyprod import errors
 from pyprod.txn_request_handlers import (
     GROUP, TRANSACTION, AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, EndTxnHandler,
@@ -47,12 +48,15 @@ PreparedTransaction.__doc__ = """What finishes a flushed, open transaction from 
 
 
 class TransactionalRequestResult:
-    """What a user call waits for: done(error=None) once, from the Sender thread."""
+    """What a user call waits for: done(error=None) once, from the Sender thread. Awaitable on
+    an asyncio loop without blocking it (through a kcore.Future made by the first await)."""
 
     def __init__(self, operation):
         self.operation = operation
         self.error = None
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._future = None  # kcore.Future, for awaits
 
     @property
     def is_done(self):
@@ -63,9 +67,23 @@ class TransactionalRequestResult:
         return self._event.is_set() and self.error is not None
 
     def done(self, error=None):
-        if not self._event.is_set():
+        with self._lock:
+            if self._event.is_set():
+                return
             self.error = error
             self._event.set()
+            future = self._future
+        if future is not None:
+            _settle(future, error)
+
+    def __await__(self):
+        """Wait on the running asyncio loop; raises the error if it failed."""
+        with self._lock:
+            if self._future is None:
+                self._future = kcore.Future()
+                if self._event.is_set():
+                    _settle(self._future, self.error)
+        return self._future.__await__()
 
     def wait(self, timeout=None):
         """True once done (raising its error if it failed), False after timeout seconds."""
@@ -74,6 +92,13 @@ class TransactionalRequestResult:
         if self.error is not None:
             raise self.error
         return True
+
+
+def _settle(future, error):
+    if error is None:
+        future.success(None)
+    else:
+        future.failure(error)
 
 
 def _group(group_metadata):
@@ -98,7 +123,8 @@ def _offsets(offsets):
         topic, partition = tp
         if isinstance(value, int):
             value = (value,)
-        offset, metadata, epoch = (tuple(value) + ("", -1))[:3]
+        value = tuple(value)  # (offset,), 2.x's (offset, metadata) or 3.x's with an epoch
+        offset, metadata, epoch = value + ("", -1)[len(value) - 1:] if value else (None,) * 3
         if not isinstance(offset, int) or offset < 0:
             raise ValueError("offset for %s:%s must be an int >= 0, got %r"
                              % (topic, partition, offset))

@@ -8,7 +8,8 @@ add_callback / add_errback / add_both.
 import threading
 
 from kcore.shared.future import (BatchFuture, BatchMetadata, Future, RecordMetadata,  # noqa: F401
-                                 TopicPartition, _Callbacks, _notify, _piece_of)
+                                 TopicPartition, _Callbacks, _notify, _piece_of,
+                                 _post_loop_calls, _timestamp_type, _waker_of)
 from kcore.errors import KafkaTimeoutError
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
@@ -29,6 +30,7 @@ class ProduceRequestResult:
         self.is_done = False
         self._event = None
         self._thunks = None  # [(future, callback, errback)] of records that asked for a call
+        self._loop_calls = None  # flat [waker, call, arg, ...] of asyncio awaits
         self._lock = threading.Lock()
 
     def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
@@ -39,9 +41,12 @@ class ProduceRequestResult:
             self.error, self.record_errors = error, record_errors
             self.is_done = True
             thunks, self._thunks = self._thunks, None
+            loop_calls, self._loop_calls = self._loop_calls, None
             event = self._event
         if event is not None:
             event.set()
+        if loop_calls is not None:
+            _post_loop_calls(loop_calls)
         for future, callback, errback in thunks or ():
             _notify(future, callback, errback)
 
@@ -62,6 +67,18 @@ class ProduceRequestResult:
             if self._thunks is None:
                 self._thunks = []
             self._thunks.append((future, callback, errback))
+            return True
+
+    def add_loop_call(self, loop, call, arg):
+        """Run call(arg) on asyncio ``loop`` once done (batched with the other calls done by
+        then: see kcore/shared/future.py); False (nothing registered) if done already."""
+        waker = _waker_of(loop)
+        with self._lock:
+            if self.is_done:
+                return False
+            if self._loop_calls is None:
+                self._loop_calls = []
+            self._loop_calls += (waker, call, arg)
             return True
 
 
@@ -93,6 +110,10 @@ class FutureRecordMetadata(_Callbacks):
         return None
 
     @property
+    def timestamp_type(self):
+        return _timestamp_type(self._result, self._index)
+
+    @property
     def value(self):
         r = self._result
         if self._value is None and r.is_done and self.exception is None:
@@ -111,6 +132,9 @@ class FutureRecordMetadata(_Callbacks):
         if exc is not None:
             raise exc
         return self.value
+
+    def add_loop_call(self, loop, call, arg):
+        return self._result.add_loop_call(loop, call, arg)
 
     def _add(self, callback, errback):
         if not self._result.add_thunk(self, callback, errback):

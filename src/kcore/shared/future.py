@@ -2,11 +2,18 @@
 the result types (TopicPartition, RecordMetadata, BatchMetadata), callback helpers, kafka-python's
 Future for early errors, and send_batch's BatchFuture. ProduceRequestResult and
 FutureRecordMetadata, the per-batch and per-record hot path, are in kcore/future.pyx and its
-pure twin kcore/pure/future.py."""
+pure twin kcore/pure/future.py.
+
+asyncio: every future is awaitable (``_await``) without blocking the loop. An await registers a
+loop call ``(waker, call, arg)`` on what completes (``add_loop_call``); completion hands the
+calls to their loop's ``_LoopWaker``, which wakes the loop with one ``call_soon_threadsafe``
+for everything completed until the loop runs it: one wakeup per Sender pass, not per record.
+Nothing of this runs unless somebody awaits (asyncio itself is imported by the first await)."""
 import collections
 import functools
 import logging
 import threading
+import weakref
 
 from kcore.errors import BatchDeliveryError, KafkaTimeoutError
 
@@ -52,6 +59,118 @@ def _piece_of(result, index):
     return result, index
 
 
+def _timestamp_type(result, index):
+    """aiokafka's timestamp_type of a record of a done batch: 1 if the broker set the time
+    (LogAppendTime), else 0 (CreateTime); None while the batch is not done."""
+    if not result.is_done:
+        return None
+    if result.pieces is not None:
+        result, index = _piece_of(result, index)
+    return 1 if result.log_append_time != -1 else 0
+
+
+# -- asyncio: waking a loop from the Sender thread ---------------------------------------------
+class _LoopWaker:
+    """Runs calls on one asyncio loop for other threads. The first post since the loop last ran
+    them schedules one call_soon_threadsafe; later posts join it until it runs."""
+
+    def __init__(self, loop):
+        try:
+            self._loop = weakref.ref(loop)
+        except TypeError:  # a loop type without weak references: kept alive (and not cached)
+            self._loop = lambda: loop
+        self._lock = threading.Lock()
+        self._posted = []   # flat [waker, call, arg, ...] lists, one per completed future
+        self._scheduled = False
+        self.wakeups = 0    # call_soon_threadsafe calls made
+
+    def post(self, calls):
+        """Run ``call(arg)`` of each (waker, call, arg) in ``calls`` on the loop (any thread)."""
+        with self._lock:
+            self._posted.append(calls)
+            if self._scheduled:
+                return
+            self._scheduled = True
+            self.wakeups += 1
+        loop = self._loop()
+        try:
+            loop.call_soon_threadsafe(self._run)
+        except (AttributeError, RuntimeError):  # the loop is gone or closed: nobody waits
+            with self._lock:
+                self._posted, self._scheduled = [], False
+
+    def _run(self):
+        with self._lock:
+            posted, self._posted, self._scheduled = self._posted, [], False
+        for calls in posted:
+            for i in range(0, len(calls), 3):
+                try:
+                    calls[i + 1](calls[i + 2])
+                except Exception:
+                    log.exception("Error in a loop call %r", calls[i + 1])
+
+
+_wakers = weakref.WeakKeyDictionary()
+_wakers_lock = threading.Lock()
+
+
+_last_waker = [None]  # the last one asked for: most programs have one loop
+
+
+def _waker_of(loop):
+    """The one _LoopWaker of ``loop`` (called on the loop's thread)."""
+    last = _last_waker[0]
+    if last is not None and last._loop() is loop:
+        return last
+    try:
+        with _wakers_lock:
+            waker = _wakers.get(loop)
+            if waker is None:
+                waker = _wakers[loop] = _LoopWaker(loop)
+        _last_waker[0] = waker
+        return waker
+    except TypeError:
+        return _LoopWaker(loop)
+
+
+def _post_loop_calls(calls):
+    """Hand flat [waker, call, arg, ...] to their wakers: one post per loop."""
+    wakers = calls[::3]
+    if wakers.count(wakers[0]) == len(wakers):  # one loop (the usual case): no per-call work
+        wakers[0].post(calls)
+        return
+    mine = {}
+    for i in range(0, len(calls), 3):
+        mine.setdefault(calls[i], []).extend(calls[i:i + 3])
+    for waker, own in mine.items():
+        waker.post(own)
+
+
+def _post_one(waker, call, arg, _outcome):
+    waker.post([waker, call, arg])
+
+
+def _loop_poster(loop, call, arg):
+    """A callback/errback that posts call(arg) to loop (for futures with callback lists)."""
+    return functools.partial(_post_one, _waker_of(loop), call, arg)
+
+
+def _wake(waiter):
+    if not waiter.done():  # not cancelled
+        waiter.set_result(None)
+
+
+def _await(future):
+    """The body of every future's __await__: wait on the running loop, then its get()."""
+    if not future.is_done:
+        import asyncio  # only an await pays for asyncio's import
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        if future.add_loop_call(loop, _wake, waiter):
+            yield from waiter
+    return future.get()
+
+
 def _partial(f, args, kwargs):
     return functools.partial(f, *args, **kwargs) if args or kwargs else f
 
@@ -68,6 +187,19 @@ class _Outcome:
 
     def retriable(self):
         return self.failed() and getattr(self.exception, "retriable", False)
+
+    def __await__(self):
+        return _await(self)
+
+    def add_loop_call(self, loop, call, arg):
+        """Run call(arg) on asyncio ``loop`` once done; False (nothing registered) if done.
+        For the futures with a ``_lock`` and ``_on_outcome(post)`` (their callback lists)."""
+        post = _loop_poster(loop, call, arg)
+        with self._lock:
+            if self.is_done:
+                return False
+            self._on_outcome(post)
+            return True
 
 
 class _Callbacks(_Outcome):
@@ -91,38 +223,54 @@ class Future(_Outcome):
     def __init__(self):
         self.is_done, self.value, self.exception = False, None, None
         self._callbacks, self._errbacks = [], []
+        self._lock = threading.Lock()  # completion against registration (any threads)
+
+    def _complete(self, value, exception):
+        with self._lock:
+            self.value, self.exception, self.is_done = value, exception, True
+            calls = self._callbacks if exception is None else self._errbacks
+            self._callbacks = self._errbacks = None
+        for f in calls:
+            _run(f, value if exception is None else exception)
+        return self
 
     def success(self, value):
-        self.value, self.is_done = value, True
-        for f in self._callbacks:
-            _run(f, value)
-        return self
+        return self._complete(value, None)
 
     def failure(self, e):
-        self.exception, self.is_done = (e() if isinstance(e, type) else e), True
-        for f in self._errbacks:
-            _run(f, self.exception)
-        return self
+        return self._complete(None, e() if isinstance(e, type) else e)
+
+    def _add(self, callback, errback):
+        with self._lock:
+            if not self.is_done:
+                if callback is not None:
+                    self._callbacks.append(callback)
+                if errback is not None:
+                    self._errbacks.append(errback)
+                return True
+        if self.exception is None:
+            if callback is not None:
+                _run(callback, self.value)
+        elif errback is not None:
+            _run(errback, self.exception)
+        return False
 
     def add_callback(self, f, *args, **kwargs):
-        f = _partial(f, args, kwargs)
-        if not self.is_done:
-            self._callbacks.append(f)
-        elif self.exception is None:
-            _run(f, self.value)
+        self._add(_partial(f, args, kwargs), None)
         return self
 
     def add_errback(self, f, *args, **kwargs):
-        f = _partial(f, args, kwargs)
-        if not self.is_done:
-            self._errbacks.append(f)
-        elif self.exception is not None:
-            _run(f, self.exception)
+        self._add(None, _partial(f, args, kwargs))
         return self
 
     def add_both(self, f, *args, **kwargs):
-        self.add_callback(f, *args, **kwargs)
-        return self.add_errback(f, *args, **kwargs)
+        f = _partial(f, args, kwargs)
+        self._add(f, f)
+        return self
+
+    def _on_outcome(self, post):
+        self._callbacks.append(post)
+        self._errbacks.append(post)
 
     def get(self, timeout=None):
         if not self.is_done:
@@ -251,6 +399,9 @@ class BatchFuture(_Callbacks):
                 return self
         self._call(callback, errback)
         return self
+
+    def _on_outcome(self, post):
+        self._callbacks.append((post, post))
 
     def __repr__(self):
         return "<BatchFuture %s records=%d done=%s>" % (self.topic, self.record_count,

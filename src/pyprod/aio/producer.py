@@ -1,0 +1,238 @@
+"""AIOKafkaProducer: aiokafka's producer API on pyprod.KafkaProducer (the same kcore core).
+
+Nothing here blocks the loop. send() appends on the loop's thread (kcore's SendPath, a few
+microseconds) and returns a RecordFuture, which the Sender thread completes and whose waiters
+it wakes in batches (kcore's loop calls); transactional requests are awaited the same way. What
+pyprod would block a thread for runs in the loop's default executor: building the producer
+(bootstrap, init_transactions), waiting for a topic's metadata (the first send to a topic),
+flush() and stop(), and a send() while the buffer is nearly full (pyprod's max_block_ms wait).
+
+Differences from aiokafka, besides speed: the timestamp of a record's metadata is the broker's
+when it appends them (timestamp_type 1), else the record's; log_start_offset is None; done() of
+a send()'s future turns true when the broker acknowledged (callbacks then run on the loop).
+"""
+import asyncio
+import sys
+import traceback
+import warnings
+
+from pyprod import errors
+from pyprod.aio import config as aio_config
+from pyprod.aio.batch_builder import BatchBuilder, serialize
+from pyprod.aio.errors import ProducerClosed, translate
+from pyprod.aio.record_future import RecordFuture
+from pyprod.aio.transactions import Transactions
+from pyprod.producer import KafkaProducer
+
+__all__ = ["AIOKafkaProducer"]
+
+
+def _running_loop():
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError("The object should be created within an async function or "
+                           "provide loop directly.") from None
+
+
+def _partitioner(partitioner):
+    """aiokafka's DefaultPartitioner is pyprod's built-in one (murmur2 for keys)."""
+    if partitioner is None or type(partitioner).__name__ == "DefaultPartitioner":
+        return None
+    return partitioner
+
+
+class AIOKafkaProducer(Transactions):
+    """A drop-in for aiokafka.AIOKafkaProducer: aiokafka's keyword arguments, methods, errors
+    (see pyprod.aio.errors for the rule with aiokafka installed) and warnings."""
+
+    _PRODUCER_CLIENT_ID_SEQUENCE = 0
+    _closed = None  # not initialized (for __del__)
+    _source_traceback = None
+
+    def __init__(self, *, loop=None, partitioner=None, **configs):
+        if loop is None:
+            loop = _running_loop()
+        else:
+            warnings.warn("The `loop` parameter has been deprecated since 0.7.1 "
+                          "and will be removed in a future release.",
+                          DeprecationWarning, stacklevel=2)
+        if loop.get_debug():
+            self._source_traceback = traceback.extract_stack(sys._getframe(1))
+        self._loop = loop
+        unknown = set(configs) - set(aio_config.DEFAULTS)
+        if unknown:
+            raise TypeError("AIOKafkaProducer.__init__() got an unexpected keyword argument "
+                            "%r" % sorted(unknown)[0])
+        c = dict(aio_config.DEFAULTS, **configs)
+        acks = aio_config.check(c)
+        AIOKafkaProducer._PRODUCER_CLIENT_ID_SEQUENCE += 1
+        if c["client_id"] is None:
+            c["client_id"] = f"aiokafka-producer-{AIOKafkaProducer._PRODUCER_CLIENT_ID_SEQUENCE}"
+        self._key_serializer = c["key_serializer"]
+        self._value_serializer = c["value_serializer"]
+        self._batch_size = c["max_batch_size"]
+        self._transactional_id = c["transactional_id"]
+        self._no_ack = acks == 0
+        self._config = aio_config.producer_config(c, acks, _partitioner(partitioner), loop)
+        self._producer = None
+        self._pool = None       # the producer's BufferPool (send() goes to a thread when low)
+        self._partitions = {}   # topic -> its partitions, once known
+        self._closed = False
+
+    def __del__(self, _warnings=warnings):
+        if self._closed is False:
+            _warnings.warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
+            context = {"producer": self, "message": "Unclosed AIOKafkaProducer"}
+            if self._source_traceback is not None:
+                context["source_traceback"] = self._source_traceback
+            self._loop.call_exception_handler(context)
+            if self._producer is not None:
+                self._producer.close(timeout=0)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self):
+        """Connect to the cluster (and, transactional, get the producer id)."""
+        assert self._loop is asyncio.get_running_loop(), (
+            "Please create objects with the same loop as running with")
+        if self._producer is None:
+            self._producer = await self._in_thread(self._make_producer)
+            self._pool = getattr(getattr(self._producer, "_accumulator", None), "pool", None)
+
+    def _make_producer(self):
+        producer = KafkaProducer(**self._config)
+        if self._transactional_id is not None:
+            try:
+                producer.init_transactions()
+            except BaseException:
+                producer.close(timeout=0)
+                raise
+        return producer
+
+    async def stop(self):
+        """Send what is buffered, wait for it, and close (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._producer is not None:
+            await self._in_thread(self._producer.close)
+
+    async def flush(self):
+        """Wait until every record sent so far is acknowledged (or failed)."""
+        if self._producer is not None:
+            await self._in_thread(self._producer.flush)
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        await self.stop()
+
+    # -- sending ----------------------------------------------------------------------------
+    async def partitions_for(self, topic):
+        """The set of the topic's partition ids (waits for its metadata)."""
+        parts = await self._in_thread(self._metadata_wait, self._open(), topic)
+        self._partitions[topic] = frozenset(parts)
+        return set(parts)
+
+    async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+                   headers=None):
+        """Append a record; a future (RecordFuture) of its RecordMetadata."""
+        assert not (value is None and key is None), "Need at least one: key or value"
+        producer = self._open()
+        if self._transactional_id is not None:
+            self._check_send_in_transaction()
+        if topic not in self._partitions or (
+                partition is not None and partition not in self._partitions[topic]):
+            await self._wait_for_partition(topic, partition)
+        key, value = serialize(self._key_serializer, self._value_serializer, key, value)
+        args = (producer, topic, value, key, headers, partition, timestamp_ms)
+        future = self._append(*args) if not self._low_memory() else \
+            await self._append_soon(*args)
+        return RecordFuture(future, self._loop, self._no_ack)
+
+    async def send_and_wait(self, topic, value=None, key=None, partition=None,
+                            timestamp_ms=None, headers=None):
+        """send(), then wait for the record's RecordMetadata."""
+        future = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await future
+
+    def create_batch(self):
+        """An empty BatchBuilder for send_batch()."""
+        return BatchBuilder(self._batch_size, key_serializer=self._key_serializer,
+                            value_serializer=self._value_serializer)
+
+    async def send_batch(self, batch, topic, *, partition):
+        """Send a BatchBuilder's records to one partition; a future of the first record's
+        RecordMetadata, done when every record is."""
+        producer = self._open()
+        self._check_send_in_transaction()
+        if topic not in self._partitions or partition not in self._partitions[topic]:
+            await self._wait_for_partition(topic, partition)
+        futures = [await self._append_soon(producer, topic, value, key, headers, partition, ts)
+                   for ts, key, value, headers in batch._take()]
+        if not futures:
+            done = self._loop.create_future()
+            done.set_result(None)
+            return done
+        return RecordFuture(futures[-1], self._loop, self._no_ack, first=futures[0])
+
+    # -- inside -----------------------------------------------------------------------------
+    def _open(self):
+        if self._closed:
+            raise ProducerClosed()
+        if self._producer is None:
+            raise translate(errors.IllegalStateError(
+                "AIOKafkaProducer is not started: await start() first"))
+        return self._producer
+
+    async def _in_thread(self, fn, *args):
+        """fn(*args) in the loop's default executor, pyprod's errors translated."""
+        try:
+            return await self._loop.run_in_executor(None, fn, *args)
+        except errors.KafkaError as e:
+            raise translate(e) from None
+
+    async def _wait_for_partition(self, topic, partition):
+        parts = await self.partitions_for(topic)
+        assert partition is None or partition in parts, "Unrecognized partition"
+
+    def _low_memory(self):
+        """The buffer is nearly full: pyprod's send() may block (up to max_block_ms)."""
+        return self._pool is not None and self._pool.available_memory < 2 * self._batch_size
+
+    @staticmethod
+    def _append(producer, topic, value, key, headers, partition, timestamp_ms):
+        try:
+            return producer.send(topic, value=value, key=key, headers=headers,
+                                 partition=partition, timestamp_ms=timestamp_ms)
+        except errors.KafkaError as e:
+            raise translate(e) from None
+
+    async def _append_soon(self, *args):
+        """_append(*args), in a thread when the buffer is nearly full (never blocking the
+        loop)."""
+        if self._low_memory():
+            return await self._loop.run_in_executor(None, self._append, *args)
+        return self._append(*args)
+
+    # -- pyprod.KafkaProducer's parts that its public API does not give --------------------
+    @staticmethod
+    def _metadata_wait(producer, topic):
+        """The topic's partitions, waiting up to max_block_ms (a thread: it blocks). Not
+        producer.partitions_for(), which a transactional producer refuses between
+        transactions (aiokafka's works then)."""
+        return producer._wait_on_metadata(topic, None, producer.config["max_block_ms"]) \
+            .partitions_for_topic(topic)
+
+    def _txn(self):
+        if self._transactional_id is None:
+            return None
+        return getattr(self._open(), "_txn", None)
+
+    def _wake_sender(self):
+        self._producer._sender.wakeup()
+
+    def __repr__(self):
+        return "<pyprod.aio.AIOKafkaProducer client_id=%s>" % (self._config["client_id"],)

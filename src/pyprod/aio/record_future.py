@@ -1,0 +1,147 @@
+"""RecordFuture: what AIOKafkaProducer.send() returns, an asyncio future over a kcore future.
+
+aiokafka's send() returns an asyncio.Future; this is one by duck type (``asyncio.isfuture`` is
+true: await, asyncio.wait / gather / wait_for, add_done_callback, result(), cancel() all work)
+without being one per record in asyncio's machinery: it registers with the record's batch only
+when somebody waits on it (await or add_done_callback), and its loop is woken through kcore's
+batched loop calls (one wakeup per Sender pass, kcore/shared/future.py). A record nobody waits
+for costs this object and nothing else.
+
+done() reads the batch's state, which the Sender thread sets: it turns true as soon as the
+record is acknowledged; callbacks run on the loop. Cancelling it does not stop the record
+(aiokafka's rule: cancel the send() call instead).
+"""
+import asyncio
+import collections
+
+from pyprod.aio.errors import translate
+
+__all__ = ["RecordFuture", "RecordMetadata"]
+
+# aiokafka's RecordMetadata (aiokafka.structs): timestamp_type 0 CreateTime, 1 LogAppendTime;
+# log_start_offset is None (pyprod does not keep it).
+RecordMetadata = collections.namedtuple("RecordMetadata", [
+    "topic", "partition", "topic_partition", "offset", "timestamp", "timestamp_type",
+    "log_start_offset"], module=__name__)
+
+
+class RecordFuture:
+    """One record's (or one send_batch call's) future; see the module doc."""
+
+    __slots__ = ("_future", "_first", "_loop", "_callbacks", "_cancelled", "_outcome",
+                 "_no_ack", "_asyncio_future_blocking", "__weakref__")
+
+    def __init__(self, future, loop, no_ack=False, first=None):
+        """future: the kcore future that completes it; first: for a batch, the kcore future
+        of its first record, whose metadata it gives (None: future's own); no_ack: acks=0,
+        whose result is None (aiokafka's)."""
+        self._future = future
+        self._first = first
+        self._loop = loop
+        self._callbacks = None   # [(fn, context)] once somebody waits
+        self._cancelled = False
+        self._outcome = None     # (value, exception), made once
+        self._no_ack = no_ack
+        self._asyncio_future_blocking = False
+
+    # -- asyncio.Future's API ------------------------------------------------------------------
+    def done(self):
+        return self._cancelled or (self._future.is_done and
+                                   (self._first is None or self._first.is_done))
+
+    def cancelled(self):
+        return self._cancelled
+
+    def result(self):
+        value, exc = self._settled()
+        if exc is not None:
+            raise exc
+        return value
+
+    def exception(self):
+        return self._settled()[1]
+
+    def get_loop(self):
+        return self._loop
+
+    def add_done_callback(self, fn, *, context=None):
+        if self.done():
+            self._loop.call_soon(fn, self, context=context)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+            if not self._register():
+                self._loop.call_soon(fn, self, context=context)
+                return
+        self._callbacks.append((fn, context))
+
+    def remove_done_callback(self, fn):
+        kept = [(f, c) for f, c in self._callbacks or () if f != fn]
+        removed = len(self._callbacks or ()) - len(kept)
+        if self._callbacks is not None:
+            self._callbacks[:] = kept
+        return removed
+
+    def cancel(self, msg=None):
+        if self.done():
+            return False
+        self._cancelled = True
+        self._schedule_callbacks()
+        return True
+
+    def __await__(self):
+        if not self.done():
+            self._asyncio_future_blocking = True
+            yield self
+            if not self.done():
+                raise RuntimeError("await wasn't used with future")
+        return self.result()
+
+    __iter__ = __await__
+
+    def __repr__(self):
+        state = "cancelled" if self._cancelled else "finished" if self.done() else "pending"
+        return "<pyprod.aio.RecordFuture %s>" % state
+
+    # -- inside ----------------------------------------------------------------------------
+    def _register(self):
+        """Have the loop call _wake when the kcore future completes; False if it has."""
+        waiting = self._future
+        if self._first is not None and waiting.is_done:
+            waiting = self._first
+        return waiting.add_loop_call(self._loop, RecordFuture._wake, self)
+
+    def _wake(self):
+        """On the loop: the kcore future completed (a batch's first record may still wait)."""
+        if self._cancelled:
+            return
+        if not self.done() and self._register():
+            return
+        self._schedule_callbacks()
+
+    def _schedule_callbacks(self):
+        callbacks, self._callbacks = self._callbacks or (), []
+        for fn, context in callbacks:
+            self._loop.call_soon(fn, self, context=context)
+
+    def _settled(self):
+        """(value, exception) of a done future (asyncio's errors otherwise)."""
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        if self._outcome is None:
+            if not self.done():
+                raise asyncio.InvalidStateError("Result is not ready.")
+            self._outcome = self._make_outcome()
+        return self._outcome
+
+    def _make_outcome(self):
+        futures = (self._future,) if self._first is None else (self._first, self._future)
+        for f in futures:
+            if f.exception is not None:
+                return None, translate(f.exception)
+        if self._no_ack:
+            return None, None
+        f = futures[0]
+        m = f.value
+        return RecordMetadata(m.topic, m.partition, m.topic_partition, m.offset, m.timestamp,
+                              f.timestamp_type, None), None

@@ -1,0 +1,112 @@
+"""AIOKafkaProducer's transactions (aiokafka's API on pyprod's TransactionManager).
+
+begin_transaction, commit_transaction, abort_transaction, send_offsets_to_transaction and the
+``transaction()`` context. Commit, abort and the offsets' requests are pyprod's
+TransactionalRequestResults, awaited on the loop (the Sender thread wakes it): nothing blocks
+the loop, and cancelling the awaiting task does not cancel the commit or abort (aiokafka's rule).
+"""
+from pyprod import errors
+from pyprod.aio.errors import IllegalOperation, translate
+from pyprod.transaction_manager import FATAL_ERROR, IN_TRANSACTION
+
+__all__ = ["Transactions", "TransactionContext", "validate_offsets"]
+
+
+def validate_offsets(offsets):
+    """aiokafka's commit_structure_validate: {TopicPartition: offset | (offset, metadata) |
+    OffsetAndMetadata} -> {TopicPartition: (offset, metadata, leader epoch -1)}, with its
+    errors."""
+    if not offsets or not isinstance(offsets, dict):
+        raise ValueError(offsets)
+    out = {}
+    for tp, value in offsets.items():
+        if not (isinstance(tp, tuple) and len(tp) == 2):
+            raise TypeError("Key should be TopicPartition instance")
+        if isinstance(value, int):
+            offset, metadata = value, ""
+        else:
+            try:
+                offset, metadata = value
+            except Exception as exc:
+                raise ValueError(offsets) from exc
+            if not isinstance(metadata, str):
+                raise TypeError("Metadata should be a string")
+        out[tp] = (offset, metadata, -1)
+    return out
+
+
+class Transactions:
+    """The transactional methods; AIOKafkaProducer's ``_txn()`` gives pyprod's
+    TransactionManager (None when not transactional) and ``_wake_sender()`` its I/O thread."""
+
+    def _ensure_transactional(self):
+        txn = self._txn()  # (not started: IllegalStateError)
+        if txn is None:
+            raise IllegalOperation("You need to configure transaction_id to use transactions")
+        return txn
+
+    async def begin_transaction(self):
+        txn = self._ensure_transactional()
+        try:
+            txn.begin_transaction()
+        except errors.KafkaError as e:
+            raise translate(e) from None
+
+    async def commit_transaction(self):
+        txn = self._ensure_transactional()
+        await self._finish(txn.begin_commit)
+
+    async def abort_transaction(self):
+        txn = self._ensure_transactional()
+        await self._finish(txn.begin_abort)
+
+    async def _finish(self, begin):
+        try:
+            result = begin()
+            self._wake_sender()
+            await result
+        except errors.KafkaError as e:
+            raise translate(e) from None
+
+    def transaction(self):
+        """``async with producer.transaction():`` begins, then commits (or aborts on an
+        exception, but after a fatal error: then the exception just goes on)."""
+        return TransactionContext(self)
+
+    async def send_offsets_to_transaction(self, offsets, group_id):
+        txn = self._ensure_transactional()
+        if txn.state != IN_TRANSACTION:
+            raise IllegalOperation("Not in the middle of a transaction")
+        if not group_id or not isinstance(group_id, str):
+            raise ValueError(group_id)
+        offsets = validate_offsets(offsets)
+        try:
+            result = txn.send_offsets_to_transaction(offsets, group_id)
+            self._wake_sender()
+            await result
+        except errors.KafkaError as e:
+            raise translate(e) from None
+
+    def _check_send_in_transaction(self):
+        txn = self._txn()
+        if txn is not None and txn.state != IN_TRANSACTION:
+            raise IllegalOperation("Can't send messages while not in transaction")
+
+    def _is_fatal(self):
+        txn = self._txn()
+        return txn is not None and txn.state == FATAL_ERROR
+
+
+class TransactionContext:
+    def __init__(self, producer):
+        self._producer = producer
+
+    async def __aenter__(self):
+        await self._producer.begin_transaction()
+        return self
+
+    async def __aexit__(self, exc_type, exc_value, traceback):
+        if exc_type is None:
+            await self._producer.commit_transaction()
+        elif not self._producer._is_fatal():
+            await self._producer.abort_transaction()
