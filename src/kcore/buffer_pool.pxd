@@ -14,16 +14,19 @@
 #   GIL takes `lock` only for a short section that never waits (_try_now, release_raw,
 #   properties). Exceptions, read without `lock`: nwaiters by the Sender's scans and
 #   unallocated_memory/free_slabs by metrics and tests: hints.
-# - total_memory, slab_size, fork_gen, region_ok, lock_ok: set in __cinit__, then read-only.
+# - total_memory, slab_size, region_ok, lock_ok: set in __cinit__, then read-only.
 # - region: its own lock (region_impl.pxd), taken after `lock` or with no lock held.
 # - bp_waiter: on the waiting thread's stack; linked, unlinked and signalled under `lock`.
-# - A forked child's copy never takes `lock` (a thread of the parent's may have held it at the
-#   fork): acquire fails with BP_CLOSED, release_raw drops the memory, reads are unlocked.
+# - fork (fork_impl.pxd): before a fork `lock`, then the region's lock, are taken (so the copy
+#   is never caught halfway through an update); the child re-makes both and empties the waiter
+#   FIFO (its threads do not exist there; memory a waiter had gathered is lost to the child's
+#   copy). The copy stays usable in the child; fork_obj is the hook's, under its own lock.
 # nogil: acquire_raw (may block: without the GIL), release_raw, _try_now: any thread, no lock
 #   held. _take_now, _take_spare, _free_up, _wake_head: with `lock` held. _finish, _raw_alloc,
 #   _raw_free: without it.
 from libc.stdint cimport int64_t, uint8_t
 
+from kcore.fork_impl cimport kc_fork_obj
 from kcore.region_impl cimport kc_region
 from kcore.sync_impl cimport kc_cond_t, kc_mutex_t
 
@@ -66,8 +69,7 @@ cdef class BufferPool:
     cdef bint closed
     cdef kc_region region            # where the memory comes from (malloc when it is full)
     cdef bint region_ok
-    cdef int fork_gen                # kc_fork_generation() when made: a forked child's copy
-                                     # never locks (a parent's thread may have held the lock)
+    cdef kc_fork_obj fork_obj        # listed for the fork hook while lock and region live
 
     # Block at most max_block_ms (without the GIL) for size bytes; FIFO-fair. BP_OK sets
     # out[0] to memory the caller owns until release_raw (a recycled slab when size equals
@@ -77,7 +79,6 @@ cdef class BufferPool:
     cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil
     cdef int _acquire(self, Py_ssize_t size, double max_block_ms, uint8_t** out,
                       bint interruptible) noexcept nogil
-    cdef bint _forked(self) noexcept nogil
     cdef int _try_now(self, Py_ssize_t size, uint8_t** out) noexcept nogil
     cdef int _finish(self, uint8_t* mem, Py_ssize_t size, uint8_t** out) noexcept nogil
     cdef bint _take_now(self, Py_ssize_t size, uint8_t** slab) noexcept nogil

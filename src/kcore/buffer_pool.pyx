@@ -17,12 +17,9 @@ from operator import index
 
 from kcore.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
 
+from kcore.fork_impl cimport *
 from kcore.region_impl cimport *
 from kcore.sync_impl cimport *
-
-cdef extern from "clock_impl.h" nogil:
-    void kc_install_fork_hook()
-    int kc_fork_generation()
 
 cdef extern from "Python.h":
     # Declared without an exception spec: the error stays set and is re-raised by _reraise.
@@ -34,6 +31,15 @@ cdef enum:
     SIGNAL_POLL_NS = 100000000  # interruptible waits re-check signals every 100 ms
 
 cdef uint8_t _empty[1]
+
+kc_fork_install()  # at import: before partition_queue's and ready_drain's (fork_impl.h)
+
+
+cdef void _after_fork(void* owner) noexcept nogil:
+    # The forked child (fork_impl.pxd): its waiters' threads do not exist there.
+    (<BufferPool>owner).head = NULL
+    (<BufferPool>owner).tail = NULL
+    (<BufferPool>owner).nwaiters = 0
 
 
 cdef int _reraise() except -1:
@@ -59,8 +65,6 @@ cdef class BufferPool:
             raise ValueError("slab_bytes must be >= 1, got %d" % slab_bytes)
         self.total_memory = total_bytes
         self.slab_size = slab_bytes
-        kc_install_fork_hook()
-        self.fork_gen = kc_fork_generation()
         self.nonpooled = total_bytes
         self.free_cap = min(total_bytes // slab_bytes, 64)
         self.free_list = <uint8_t**>malloc(max(self.free_cap, 1) * sizeof(uint8_t*))
@@ -73,13 +77,13 @@ cdef class BufferPool:
         if kc_region_init(&self.region, <size_t>total_bytes * 2) != 0:
             raise MemoryError("cannot create a mutex")
         self.region_ok = True
+        kc_fork_track(&self.fork_obj, <void*>self, &self.lock, &self.region.lock, _after_fork)
 
     def __dealloc__(self):
         # No waiter can exist here (each holds a reference); outstanding raw memory is the
         # caller's, PoolBuffers keep the pool alive.
         cdef Py_ssize_t i
-        if self.region_ok and self._forked():  # the region's lock may be held: leave it all
-            return                              # to the child's exit
+        kc_fork_untrack(&self.fork_obj)
         if self.free_list != NULL:
             for i in range(self.nfree):
                 self._raw_free(self.free_list[i], self.slab_size)
@@ -169,9 +173,6 @@ cdef class BufferPool:
         out[0] = mem
         return BP_OK
 
-    cdef bint _forked(self) noexcept nogil:
-        return self.fork_gen != kc_fork_generation()
-
     cdef int _try_now(self, Py_ssize_t size, uint8_t** out) noexcept nogil:
         # Non-blocking attempt (no waiters queued and enough memory); cheap with the GIL held.
         cdef uint8_t* mem = NULL
@@ -179,8 +180,6 @@ cdef class BufferPool:
         out[0] = NULL
         if size < 0 or size > self.total_memory:
             return BP_TOO_LARGE
-        if self._forked():
-            return BP_CLOSED
         kc_mutex_lock(&self.lock)
         if self.closed:
             rc = BP_CLOSED
@@ -275,8 +274,6 @@ cdef class BufferPool:
     cdef void release_raw(self, uint8_t* mem, Py_ssize_t size) noexcept nogil:
         cdef Py_ssize_t cap
         cdef uint8_t** grown
-        if self._forked():  # the lock may be held by a thread of the parent's: keep it out
-            return
         kc_mutex_lock(&self.lock)
         if size == self.slab_size and self.nfree == self.free_cap:
             cap = min(self.free_cap * 2, self.total_memory // self.slab_size)
@@ -379,9 +376,6 @@ cdef class BufferPool:
     def close(self):
         """Fail current and future allocations with IllegalStateError (deallocate still works)."""
         cdef bp_waiter* w
-        if self._forked():
-            self.closed = True
-            return
         with nogil:
             kc_mutex_lock(&self.lock)
             self.closed = True
@@ -394,8 +388,6 @@ cdef class BufferPool:
     @property
     def available_memory(self):
         """Free bytes, pooled slabs included."""
-        if self._forked():  # no other thread here: read as the parent left it
-            return self.nonpooled + self.nfree * self.slab_size + self.spare_bytes
         kc_mutex_lock(&self.lock)
         n = self.nonpooled + self.nfree * self.slab_size + self.spare_bytes
         kc_mutex_unlock(&self.lock)
@@ -413,8 +405,6 @@ cdef class BufferPool:
     @property
     def spare_buffers(self):
         """Sizes of the free larger buffers kept for reuse, oldest first."""
-        if self._forked():
-            return [self.spare_size[i] for i in range(self.nspare)]
         kc_mutex_lock(&self.lock)
         sizes = [self.spare_size[i] for i in range(self.nspare)]
         kc_mutex_unlock(&self.lock)

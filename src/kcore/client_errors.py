@@ -176,6 +176,14 @@ class AuthenticationFailedError(KafkaError):
     pass
 
 
+class ProxyAuthenticationError(KafkaConnectionError, AuthenticationFailedError):
+    """The SOCKS5 proxy (proxy_url) refused our credentials, or wants some we did not
+    configure. Not retriable (as a refused SASL or TLS authentication): the producer fails
+    fast."""
+    retriable = False
+    invalid_metadata = False
+
+
 class SslAuthenticationError(KafkaConnectionError, AuthenticationFailedError):
     """The TLS handshake failed (untrusted or revoked certificate, host-name mismatch, a client
     certificate the broker refused...); ``__cause__`` and ``ssl_error`` hold the ssl.SSLError.

@@ -15,13 +15,15 @@
 #   a drain() scan reads must have it set first.
 # - tp: set in __cinit__, never changed.
 # - lock: held only for short sections that take no other lock and never wait for the GIL (GIL
-#   holders take it). Taken after ReadyDrain._queues_lock, never before it.
+#   holders take it). Taken after ReadyDrain._queues_lock, never before it. A fork takes it
+#   (after every _queues_lock) and the child re-makes it (fork_impl.pxd; fork_obj: the hook's).
 # nogil: at(i) (0 <= i < count): with the GIL, or with `lock` held.
 # GIL only: last, insert_c, pop_front, _take_front (these take `lock` themselves: call them
 #   without it).
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t
 
+from kcore.fork_impl cimport kc_fork_obj
 from kcore.producer_batch cimport ProducerBatch
 from kcore.sync_impl cimport kc_mutex_t
 
@@ -36,6 +38,7 @@ cdef class PartitionQueue:
     cdef object entry_ref        # the transaction manager's state for tp, or None
     cdef PyObject* entry         # (borrowed from entry_ref, for drain() without the GIL)
     cdef kc_mutex_t lock
+    cdef kc_fork_obj fork_obj
 
     cdef PyObject* at(self, Py_ssize_t i) noexcept nogil   # borrowed; 0 <= i < count
     cdef ProducerBatch last(self)                           # or None

@@ -5,10 +5,13 @@ at every queue without the GIL while caller threads append. Thread rules: partit
 from cpython.ref cimport PyObject
 from libc.stdlib cimport free, malloc
 
+from kcore.fork_impl cimport kc_fork_install, kc_fork_track, kc_fork_untrack
 from kcore.producer_batch cimport ProducerBatch
 from kcore.sync_impl cimport kc_mutex_destroy, kc_mutex_init, kc_mutex_lock, kc_mutex_unlock
 
 __all__ = ["PartitionQueue"]
+
+kc_fork_install()  # at import: after buffer_pool's, before ready_drain's (fork_impl.h)
 
 cdef extern from "Python.h":
     void _incref "Py_INCREF"(PyObject* o)
@@ -24,9 +27,11 @@ cdef class PartitionQueue:
         self.leader = -1
         if kc_mutex_init(&self.lock) != 0:
             raise MemoryError()
+        kc_fork_track(&self.fork_obj, <void*>self, &self.lock, NULL, NULL)
 
     def __dealloc__(self):
         cdef Py_ssize_t i
+        kc_fork_untrack(&self.fork_obj)
         for i in range(self.count):
             _decref(self.at(i))
         free(self.items)

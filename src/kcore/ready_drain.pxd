@@ -22,6 +22,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
 from kcore.buffer_pool cimport BufferPool
+from kcore.fork_impl cimport kc_fork_obj
 from kcore.sync_impl cimport kc_mutex_t
 
 
@@ -43,6 +44,7 @@ cdef class ReadyDrain:
     # Every PartitionQueue in creation order (borrowed from the accumulator's _deques), for
     # ready() and drain() without the GIL; grown under _queues_lock.
     cdef kc_mutex_t _queues_lock
+    cdef kc_fork_obj _fork_obj       # a fork takes _queues_lock first; the child re-makes it
     cdef PyObject** _queues
     cdef Py_ssize_t _nqueues, _queues_cap
 

@@ -13,12 +13,15 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free
 
+from kcore.fork_impl cimport kc_fork_install, kc_fork_track, kc_fork_untrack
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch
 from kcore.sync_impl cimport kc_mutex_destroy, kc_mutex_init, kc_mutex_lock, kc_mutex_unlock
 from kcore.transaction_manager cimport TransactionManager
 
 __all__ = []  # internal: RecordAccumulator's base (kcore.record_accumulator)
+
+kc_fork_install()  # at import: after partition_queue's, so a fork locks this first
 
 
 cdef inline bint _among(int32_t node, const int32_t* nodes, Py_ssize_t n) noexcept nogil:
@@ -52,8 +55,10 @@ cdef class ReadyDrain:
     def __cinit__(self, *args, **kwargs):
         if kc_mutex_init(&self._queues_lock) != 0:
             raise MemoryError()
+        kc_fork_track(&self._fork_obj, <void*>self, &self._queues_lock, NULL, NULL)
 
     def __dealloc__(self):
+        kc_fork_untrack(&self._fork_obj)
         free(self._queues)
         kc_mutex_destroy(&self._queues_lock)
 

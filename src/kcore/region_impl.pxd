@@ -6,10 +6,12 @@
 # one thread, while no other can use r (BufferPool.__cinit__ / __dealloc__).
 from libc.stdint cimport uint8_t
 
+from kcore.sync_impl cimport kc_mutex_t
+
 
 cdef extern from "region_impl.h" nogil:
     ctypedef struct kc_region:
-        pass
+        kc_mutex_t lock          # for the fork hook only (buffer_pool.pxd)
     int kc_region_init(kc_region* r, size_t want)
     uint8_t* kc_region_alloc(kc_region* r, size_t n)
     int kc_region_free(kc_region* r, uint8_t* p, size_t n)

@@ -3,6 +3,9 @@
 # Threads (the one place these rules are written): caller threads, with the GIL. No method is
 # nogil and no field is read without the GIL. Fields are set in __init__ and only read after,
 # but `closed` (set by KafkaProducer.close(), any thread).
+# Fork: fork_gen is kc_fork_generation() when made; in a forked child (they differ) send()
+# hands the call to on_fork()'s SendPath (KafkaProducer's, rebuilt in the child; see
+# docs/fork.md), or raises IllegalStateError without on_fork. Nothing here is re-made.
 from libc.stdint cimport int64_t
 
 from kcore.record_accumulator cimport RecordAccumulator, TopicInfo
@@ -12,7 +15,7 @@ from kcore.transaction_manager cimport TransactionManager
 
 cdef class SendPath:
     cdef RecordAccumulator accumulator
-    cdef object wait_on_metadata, wakeup, partitioner, on_new_batch
+    cdef object wait_on_metadata, wakeup, partitioner, on_new_batch, on_fork
     cdef Waker waker               # the Sender's Waker (C to C), or None: wakeup() is called
     cdef TransactionManager tm
     cdef object key_serializer, value_serializer
@@ -20,7 +23,8 @@ cdef class SendPath:
     cdef public bint closed
     cdef int fork_gen
 
-    cdef int _check_usable(self) except -1
+    cdef int _check_usable(self) except -1   # closed, fatal errors (not the fork: _in_child)
+    cdef object _in_child(self)               # the SendPath to use in a forked child
     # A batch started or filled: wake the Sender (C to C through its Waker when it has one).
     cdef int wake_sender(self) except -1
     # The partition the user partitioner gives, checked against the topic's partitions.

@@ -45,7 +45,7 @@ cdef class SendPath:
 
     def __init__(self, RecordAccumulator accumulator, wait_on_metadata, wakeup, *,
                  key_serializer, value_serializer, max_block_ms, max_request_size,
-                 buffer_memory, partitioner=None, transaction_manager=None):
+                 buffer_memory, partitioner=None, transaction_manager=None, on_fork=None):
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata
         if isinstance(wakeup, Waker):  # the Sender's: woken C to C
@@ -61,20 +61,21 @@ cdef class SendPath:
         self.max_request_size = max_request_size
         self.buffer_memory = buffer_memory
         self.fork_gen = kc_fork_generation()
-
-    def check_not_forked(self):
-        """IllegalStateError in a forked child (flush() and the like there)."""
-        if self.fork_gen != kc_fork_generation():
-            raise _forked_error()
+        self.on_fork = on_fork
 
     def check_usable(self):
+        if self.fork_gen != kc_fork_generation():
+            raise _forked_error()
         self._check_usable()
+
+    cdef object _in_child(self):
+        if self.on_fork is None:
+            raise _forked_error()
+        return self.on_fork()
 
     cdef int _check_usable(self) except -1:
         if self.closed:
             raise IllegalStateError("KafkaProducer already closed!")
-        if self.fork_gen != kc_fork_generation():
-            raise _forked_error()
         if self.tm is not None:
             if self.tm.fatal_error is not None:
                 raise self.tm.fatal_error
@@ -94,6 +95,8 @@ cdef class SendPath:
         cdef bint sticky = False, abort = False
         cdef int flags = 0
         cdef double remaining
+        if self.fork_gen != kc_fork_generation():  # a forked child: the producer's new path
+            return self._in_child().send(topic, value, key, headers, partition, timestamp_ms)
         self._check_usable()
         if not PyUnicode_CheckExact(topic) or not topic:
             raise TypeError("topic must be a non-empty str, got %r" % (topic,))

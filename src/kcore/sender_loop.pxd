@@ -2,13 +2,31 @@
 #
 # Threads (the one place these rules are written): the Sender thread alone, with the GIL. No
 # method is nogil and no field is read without the GIL. Other threads only read the counters
-# (requests, batches, records_sent), with the GIL (KafkaProducer.metrics()), and clear
-# `running` (KafkaProducer.close(), any thread, with the GIL; then the Sender is woken).
+# (requests, batches, records_sent, the metrics counters below and their Tallies), with the GIL
+# (KafkaProducer.metrics()), and clear `running` (KafkaProducer.close(), any thread, with the
+# GIL; then the Sender is woken), and call snapshot(now) (reset=False: it only reads). The
+# *_max fields are reset by the Sender thread's own snapshots only.
+#
+# Metrics counters (pyprod/producer_metrics.py turns them into kafka-python's metrics): kept per
+# request (request()), per response (ProduceResponseHandler) and per poll (poll_net), never per
+# record; totals since the start, except the *_max fields (since the last snapshot taken into
+# `samples`). Every sample_every_ms poll_net appends a snapshot to `samples` (a deque the
+# metrics set, or None: no snapshots), in C: the Sender thread runs no Python for metrics.
 from libc.stdint cimport int64_t
 
 from kcore.producer_batch cimport ProducerBatch
 from kcore.timing_wheel cimport TimingWheel
 from kcore.transaction_manager cimport TransactionManager
+
+
+cdef class TopicTally:
+    cdef public int64_t records, bytes, batches
+    cdef public double ratio_sum
+
+
+cdef class NodeTally:
+    cdef public int64_t requests, request_bytes, request_max, responses, response_bytes
+    cdef public int64_t latency_sum, latency_max, throttle_sum, throttle_max
 
 
 cdef class SenderLoop:
@@ -25,11 +43,29 @@ cdef class SenderLoop:
     cdef public dict split_parents   # half of a batch split on MESSAGE_TOO_LARGE -> the batch
     cdef public dict in_flight       # batch -> wheel handle of its delivery deadline
     cdef public int64_t requests, batches, records_sent
+    cdef public int64_t records_out, bytes_out  # records and batch bytes in requests (resends too)
+    cdef public bint compressed                 # the accumulator's batches are compressed:
+                                                # their uncompressed size is its upper bound
+    cdef public double ratio_sum                # per batch: built bytes / uncompressed bytes
+    cdef public double record_size_sum          # per batch: its mean record size (uncompressed)
+    cdef public int64_t queue_ms_sum            # per batch: drained - created
+    cdef public int64_t batch_max, queue_ms_max
+    cdef public double record_size_max
+    cdef public int64_t poll_ns, polls          # time in the network poll (waiting and its I/O)
+    cdef public dict topic_tallies              # topic -> TopicTally
+    cdef public dict node_tallies               # node id -> NodeTally
+    cdef public object samples                  # a deque of snapshot()s, or None
+    cdef public object totals                   # the Sender's Counter (retries, errors), or None
+    cdef public int64_t sample_every_ms, sample_due_ms
     cdef object _queue_scan          # the wheel handle of the next look at the queues, or None
     cdef int64_t _queue_scan_ms
 
     # True if the batch was still waiting for its request (not expired): its deadline goes.
     cdef bint landed_c(self, ProducerBatch batch) except -1
+    cdef int _count_batch(self, ProducerBatch batch) except -1
+    cdef int _count_request(self, node, list body) except -1
+    cdef int _count_response(self, node, response, int64_t throttle_ms) except -1
+    cdef NodeTally _node_tally(self, node)
     cdef int succeed_c(self, ProducerBatch batch, int64_t base_offset,
                        int64_t log_append_time) except -1
 
@@ -38,3 +74,4 @@ cdef class ProduceResponseHandler:
     cdef SenderLoop loop
     cdef dict in_request             # topic partition -> batch
     cdef int version
+    cdef object node                 # where the request went (counted), or None

@@ -2,6 +2,7 @@
 the Sender's loop (Java's Sender: sendProducerData, the ProduceRequests and their responses,
 the batches' delivery deadlines). ``client``, ``metadata`` and ``sender`` are pyprod's
 NetworkClient, Metadata and Sender."""
+import collections
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -38,6 +39,25 @@ class SenderLoop:
     requests: int
     batches: int
     records_sent: int
+    records_out: int
+    compressed: bool
+    bytes_out: int
+    ratio_sum: float
+    record_size_sum: float
+    queue_ms_sum: int
+    batch_max: int
+    queue_ms_max: int
+    record_size_max: float
+    poll_ns: int
+    polls: int
+    # topic -> its TopicTally, node id -> its NodeTally (int fields, ratio_sum a float; see
+    # sender_loop.pxd): the metrics counters per topic and per node
+    topic_tallies: dict[str, Any]
+    node_tallies: dict[int, Any]
+    samples: collections.deque[tuple[Any, ...]] | None
+    totals: dict[Any, int] | None
+    sample_every_ms: int
+    sample_due_ms: int
     def __init__(self, accumulator: RecordAccumulator,
                  transaction_manager: TransactionManager | None, *, now: int, acks: int,
                  request_timeout_ms: int, delivery_timeout_ms: int, guarantee_order: bool,
@@ -51,8 +71,11 @@ class SenderLoop:
     def run_once(self, client: Any, metadata: Any, max_request_size: int) -> int | None: ...
     def send_producer_data(self, client: Any, metadata: Any, max_request_size: int,
                            now: int) -> float: ...
-    def request(self, version: int, batches: list[ProducerBatch], now: int
+    def request(self, version: int, batches: list[ProducerBatch], now: int, node: int | None = None
                 ) -> tuple[list[Buffer], ProduceResponseHandler]: ...
+    def poll_net(self, timeout: float, now: int) -> None: ...
+    def snapshot(self, now: int) -> tuple[int, dict[str, float], dict[str, dict[str, float]],
+                                          dict[int, dict[str, int]], dict[Any, int] | None]: ...
     def landed(self, batch: ProducerBatch) -> bool: ...
     def fail_expired(self, now: int) -> None: ...
     def expire(self, now: int) -> tuple[list[ProducerBatch], bool]: ...

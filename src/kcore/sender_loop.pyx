@@ -2,7 +2,7 @@
 """Compiled twin of kcore/pure/sender_loop.py (see it for the design).
 
 Completion runs here, in C, once per response: no Python per batch or per record."""
-from libc.stdint cimport int64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t
 
 from kcore.producer_batch cimport ProducerBatch
 from kcore.timing_wheel cimport TimingWheel
@@ -10,6 +10,7 @@ from kcore.transaction_manager cimport TransactionManager
 
 from kcore.produce_codec import decode_produce_response, encode_produce_body
 from kcore.errors import KafkaError, UnknownError
+from time import monotonic_ns
 
 include "shared/sender_loop.py"  # expiry and the produce step of each loop
 
@@ -18,6 +19,7 @@ __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 QUEUE_SCAN = "queue-scan"  # wheel item: look for expired batches in the accumulator's queues
 cdef int64_t _WHEEL_TICK_MS = 1
 cdef int _WHEEL_SIZE = 64
+cdef Py_ssize_t _BATCH_HEADER = 61  # a v2 batch's header: what its records' mean size leaves out
 
 
 cdef class SenderLoop:
@@ -40,6 +42,9 @@ cdef class SenderLoop:
         self.on_fail = on_fail
         self.split_parents, self.in_flight = {}, {}
         self.requests = self.batches = self.records_sent = 0
+        self.topic_tallies, self.node_tallies = {}, {}
+        self.compressed = accumulator is not None and accumulator.compression_type is not None
+        self.sample_every_ms, self.sample_due_ms = 1000, INT64_MAX
         self._queue_scan = self.wheel.add_c(now, QUEUE_SCAN)
         self._queue_scan_ms = now
 
@@ -58,7 +63,7 @@ cdef class SenderLoop:
         """The produce step of a Sender loop; returns the poll timeout (ms)."""
         return _send_producer_data(self, client, metadata, max_request_size, now)
 
-    def request(self, int version, list batches, int64_t now):
+    def request(self, int version, list batches, int64_t now, node=None):
         cdef ProducerBatch batch
         cdef dict in_request = {}
         body = encode_produce_body(version, self.acks, self.request_timeout_ms,
@@ -68,12 +73,87 @@ cdef class SenderLoop:
             in_request[batch.topic_partition] = batch
             self.in_flight[batch] = self.wheel.add_c(
                 batch.created_ms + self.delivery_timeout_ms, batch)
+            self._count_batch(batch)
         self.requests += 1
         self.batches += len(batches)
+        if node is not None:
+            self._count_request(node, body)
         cdef ProduceResponseHandler handler = ProduceResponseHandler.__new__(
             ProduceResponseHandler)
         handler.loop, handler.in_request, handler.version = self, in_request, version
+        handler.node = node
         return body, handler
+
+    def poll_net(self, timeout, int64_t now):
+        """The loop's network poll, timed (poll_ns); then a snapshot into samples if due."""
+        cdef int64_t start = monotonic_ns()
+        self.net.poll(timeout)
+        self.poll_ns += monotonic_ns() - start
+        self.polls += 1
+        if now >= self.sample_due_ms and self.samples is not None:
+            self.sample_due_ms = now + self.sample_every_ms
+            self.samples.append(_snapshot(self, self.net.now_ms(), True))
+
+    def snapshot(self, int64_t now):
+        """(now, the loop's counters, {topic: its counters}, {node: its counters}, the Sender's
+        totals): the metrics counters now, as dicts (sender_loop.pxd); reads only."""
+        return _snapshot(self, now, False)
+
+    # -- metrics counters (sender_loop.pxd) ---------------------------------------------------
+    cdef int _count_batch(self, ProducerBatch batch) except -1:
+        cdef Py_ssize_t size = len(batch.payload)
+        cdef Py_ssize_t raw = batch.size if self.compressed else size
+        cdef int32_t n = batch.record_count
+        cdef double ratio = <double>size / raw if raw > 0 else 1.0
+        cdef double mean = <double>(raw - _BATCH_HEADER) / n if n > 0 else 0.0
+        cdef int64_t queued
+        cdef TopicTally tally
+        self.records_out += n
+        self.bytes_out += size
+        self.ratio_sum += ratio
+        self.record_size_sum += mean
+        self.batch_max = max(self.batch_max, size)
+        self.record_size_max = max(self.record_size_max, mean)
+        if batch.drained_ms is not None:
+            queued = <int64_t>batch.drained_ms - batch.created_ms
+            self.queue_ms_sum += queued
+            self.queue_ms_max = max(self.queue_ms_max, queued)
+        topic = batch.topic_partition.topic
+        tally = self.topic_tallies.get(topic)
+        if tally is None:
+            tally = self.topic_tallies[topic] = TopicTally()
+        tally.records += n
+        tally.bytes += size
+        tally.batches += 1
+        tally.ratio_sum += ratio
+        return 0
+
+    cdef int _count_request(self, node, list body) except -1:
+        cdef Py_ssize_t size = 0
+        cdef NodeTally tally = self._node_tally(node)
+        for piece in body:
+            size += len(piece)
+        tally.requests += 1
+        tally.request_bytes += size
+        tally.request_max = max(tally.request_max, size)
+        return 0
+
+    cdef int _count_response(self, node, response, int64_t throttle_ms) except -1:
+        cdef NodeTally tally = self._node_tally(node)
+        cdef int64_t latency = response.latency_ms
+        tally.responses += 1
+        tally.response_bytes += len(response.body)
+        tally.latency_sum += latency
+        tally.latency_max = max(tally.latency_max, latency)
+        tally.throttle_sum += throttle_ms
+        tally.throttle_max = max(tally.throttle_max, throttle_ms)
+        return 0
+
+    cdef NodeTally _node_tally(self, node):
+        tally = self.node_tallies.get(node)
+        if tally is None:
+            tally = self.node_tallies[node] = NodeTally()
+        return tally
 
     def landed(self, ProducerBatch batch):
         return self.landed_c(batch)
@@ -136,6 +216,14 @@ cdef class SenderLoop:
                 "record-send-total": self.records_sent}
 
 
+cdef class TopicTally:
+    """A topic's metrics counters (sender_loop.pxd)."""
+
+
+cdef class NodeTally:
+    """A node's metrics counters (sender_loop.pxd)."""
+
+
 cdef class ProduceResponseHandler:
     """The callback of one ProduceRequest: called once with the response (.error, .body)."""
 
@@ -158,11 +246,13 @@ cdef class ProduceResponseHandler:
                 loop.succeed_c(batch, -1, -1)
             return
         try:
-            results, _ = decode_produce_response(self.version, response.body)
+            results, throttle_ms = decode_produce_response(self.version, response.body)
         except KafkaError as e:
             for batch in batches:
                 loop.on_error(batch, e)
             return
+        if self.node is not None:
+            loop._count_response(self.node, response, throttle_ms)
         pending = {batch.topic_partition: batch for batch in batches}
         for result in results:
             batch = pending.pop(result[:2], None)

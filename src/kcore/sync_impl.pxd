@@ -5,7 +5,8 @@
 # the GIL takes one only around a short section that neither blocks nor takes the GIL.
 # kc_cond_wait_ns: m held; it may return early or spuriously: callers re-check in a loop.
 # Lock order: ReadyDrain._queues_lock before PartitionQueue.lock; BufferPool.lock before
-# its region's lock (region_impl.h); no other lock is taken while one is held.
+# its region's lock (region_impl.h); no other lock is taken while one is held. A fork takes
+# them all in that order and the child re-makes them (fork_impl.pxd).
 from libc.stdint cimport int64_t
 
 

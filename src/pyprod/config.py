@@ -2,6 +2,8 @@
 
 Keys are kafka-python 3.x's, plus the 2.x keys it dropped (``buffer_memory`` is live here: it sizes
 the BufferPool). Java-style dotted names (``linger.ms``) map to these by ``from_java_names``.
+Every key either works or is refused; the few with nothing to act on here (kafka-python's own
+network internals) log a warning when set (``_NO_EFFECT``).
 """
 import itertools
 import logging
@@ -10,6 +12,7 @@ import socket
 from pyprod import sasl
 from pyprod.config_values import number_from_text  # noqa: F401 (config.number_from_text)
 from pyprod.errors import KafkaConfigurationError
+from pyprod.socks5 import Socks5Proxy, redact
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,11 @@ DEFAULTS = {
     "client_dns_lookup": "use_all_dns_ips",
     "retry_backoff_ms": 100,
     "request_timeout_ms": 30000,
+    # kafka-python 3's: blocking calls without a timeout of their own (none in pyprod)
+    "default_api_timeout_ms": 60000,
+    # kafka-python 3's connection manager (and Java's): setup deadline, growing per failure
+    "socket_connection_setup_timeout_ms": 10000,
+    "socket_connection_setup_timeout_max_ms": 30000,
     "receive_message_max_bytes": 100_000_000,
     "receive_buffer_bytes": None,
     "send_buffer_bytes": None,
@@ -79,9 +87,9 @@ DEFAULTS = {
     "kafka_client": None,
 }
 
-# Accepted for kafka-python 2.x programs; they change nothing here, except
-# api_version_auto_timeout_ms: 2.x's bound on the constructor's broker check, used as
-# bootstrap_timeout_ms (3.x's name) when only it is given.
+# kafka-python 2.x keys 3.x dropped. api_version_auto_timeout_ms: 2.x's bound on the
+# constructor's broker check, used as bootstrap_timeout_ms (3.x's name) when only it is given;
+# the others tune kafka-python's own network layer (_NO_EFFECT).
 LEGACY = {
     "api_version_auto_timeout_ms": 2000,
     "sock_chunk_bytes": 4096,
@@ -97,7 +105,19 @@ _NON_NEGATIVE = (
 _POSITIVE = (
     "buffer_memory", "max_request_size", "request_timeout_ms", "delivery_timeout_ms",
     "max_in_flight_requests_per_connection", "receive_message_max_bytes",
+    "default_api_timeout_ms", "socket_connection_setup_timeout_ms",
+    "socket_connection_setup_timeout_max_ms", "metrics_sample_window_ms",
 )
+DNS_LOOKUPS = ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
+# kafka-python keys for its own network layer: nothing here to act on; a value other than the
+# default logs why (key -> what pyprod does instead)
+_NO_EFFECT = {
+    "selector": "pyprod polls its sockets with its own selector (kcore)",
+    "kafka_client": "pyprod connects with its own network client",
+    "sock_chunk_bytes": "pyprod reads and writes whole buffers",
+    "sock_chunk_buffer_count": "pyprod reads and writes whole buffers",
+    "bootstrap_topics_filter": "pyprod's first metadata request names the topics sent to",
+}
 _client_ids = itertools.count(1)
 BATCH_MAX_SIZE = 256 * 1024  # batch_max_size's default, if batch_size is smaller
 
@@ -141,8 +161,17 @@ def parse_bootstrap(servers):
     return out
 
 
-# Never shown: repr() of a config gives '***' for these.
+# Never shown: repr() of a config gives '***' for these, and the proxy URLs without password.
 SECRETS = frozenset(("sasl_plain_password", "ssl_password", "sasl_oauth_token_provider"))
+_PROXY_KEYS = ("proxy_url", "socks5_proxy")
+
+
+def _shown(key, value):
+    if value is None:
+        return "None"
+    if key in SECRETS:
+        return "'***'"
+    return repr(redact(value)) if key in _PROXY_KEYS else repr(value)
 
 
 class ProducerConfig(dict):
@@ -150,8 +179,7 @@ class ProducerConfig(dict):
     __slots__ = ()
 
     def __repr__(self):
-        return "{%s}" % ", ".join("%r: %s" % (k, "'***'" if k in SECRETS and v is not None
-                                              else repr(v)) for k, v in self.items())
+        return "{%s}" % ", ".join("%r: %s" % (k, _shown(k, v)) for k, v in self.items())
 
     __str__ = __repr__
 
@@ -171,6 +199,12 @@ def build(**configs):
         config["client_id"] = "pyprod-producer-%d" % next(_client_ids)
     config["bootstrap"] = parse_bootstrap(config["bootstrap_servers"])
     _check_numbers(config)
+    _check_network(config, user)
+    _check_metrics(config)
+    for key, instead in _NO_EFFECT.items():
+        default = DEFAULTS[key] if key in DEFAULTS else LEGACY[key]
+        if key in user and configs[key] != default:
+            log.warning("%s=%r has no effect: %s", key, configs[key], instead)
     config["acks"] = _acks(config["acks"])
     config["compression_type"] = _codec(config["compression_type"])
     _check_security(config)
@@ -208,6 +242,68 @@ def _check_numbers(config):
         raise KafkaConfigurationError("buffer_memory must be >= batch_size")
 
 
+def _check_network(config, user):
+    """client_dns_lookup, the setup and API timeouts, and the proxy (config["proxy"]: a
+    Socks5Proxy or None) as kafka-python 3 reads them."""
+    lookup = config["client_dns_lookup"]
+    if lookup not in DNS_LOOKUPS:
+        raise KafkaConfigurationError("client_dns_lookup must be one of %s; got %r"
+                                      % (DNS_LOOKUPS, lookup))
+    if lookup == DNS_LOOKUPS[1]:
+        config["bootstrap"] = canonical_bootstrap(config["bootstrap"])
+    floor = config["request_timeout_ms"]
+    if config["default_api_timeout_ms"] < floor:
+        if "default_api_timeout_ms" in user:
+            raise KafkaConfigurationError("default_api_timeout_ms (%s) must be >= "
+                                          "request_timeout_ms (%s)."
+                                          % (config["default_api_timeout_ms"], floor))
+        config["default_api_timeout_ms"] = floor
+    if config["socket_connection_setup_timeout_max_ms"] < \
+            config["socket_connection_setup_timeout_ms"]:
+        raise KafkaConfigurationError("socket_connection_setup_timeout_max_ms must be >= "
+                                      "socket_connection_setup_timeout_ms")
+    url, key = config["proxy_url"], "proxy_url"
+    if config["socks5_proxy"] is not None:
+        if url is None:
+            log.warning("socks5_proxy is deprecated, use proxy_url instead")
+            url, key = config["socks5_proxy"], "socks5_proxy"
+        elif config["socks5_proxy"] != url:
+            log.warning("socks5_proxy %s is not used: proxy_url %s is set",
+                        redact(config["socks5_proxy"]), redact(url))
+    config["proxy"] = None if url is None else Socks5Proxy(url, key)
+
+
+def canonical_bootstrap(bootstrap):
+    """client_dns_lookup=resolve_canonical_bootstrap_servers_only: each bootstrap host becomes
+    its canonical names (getaddrinfo's AI_CANONNAME), one entry each, as kafka-python 3 does; a
+    host that does not resolve stays as given."""
+    out = []
+    for host, port in bootstrap:
+        try:
+            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0,
+                                       socket.AI_CANONNAME)
+        except (OSError, UnicodeError) as e:
+            log.warning("Canonical bootstrap resolution failed for %s:%s: %s; keeping it",
+                        host, port, e)
+            infos = ()
+        for name in [info[3] for info in infos if info[3]] or [host]:
+            if (name, port) not in out:
+                out.append((name, port))
+    return out
+
+
+def _check_metrics(config):
+    """kafka-python's MetricConfig and reporter rules; producer_metrics reads them."""
+    samples = config["metrics_num_samples"]
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise KafkaConfigurationError("metrics_num_samples must be an int >= 1 (The number of "
+                                      "samples must be at least 1.), got %r" % (samples,))
+    reporters = config["metric_reporters"]
+    if not isinstance(reporters, (list, tuple)) or not all(callable(r) for r in reporters):
+        raise KafkaConfigurationError("metric_reporters must be a list of reporter classes "
+                                      "(each called with no arguments), got %r" % (reporters,))
+
+
 def _batch_max_size(config):
     """The effective batch_max_size: at least batch_size, at most max_request_size."""
     value = config["batch_max_size"]
@@ -239,10 +335,6 @@ def _check_security(config):
         raise KafkaConfigurationError("security_protocol must be one of %s" % (SECURITY_PROTOCOLS,))
     if proto.startswith("SASL_"):
         sasl.check_config(config)
-    for key in ("proxy_url", "socks5_proxy"):  # refused: never connect direct in silence
-        if config[key] is not None:
-            raise KafkaConfigurationError("%s: connecting through a proxy is not supported yet"
-                                          % key)
 
 
 def _check_transactions(config):

@@ -19,6 +19,7 @@ from kcore import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECT
                    HANDSHAKING, MAX_DELAY_MS, READY, RECV_CHUNK, SETTING_UP, Channel, Link,
                    ssl_failure)
 from pyprod import errors
+from pyprod.socks5 import Socks5Handshake
 
 _NEVER = -(1 << 62)
 
@@ -71,6 +72,28 @@ class ExponentialBackoff:
         return min(int(term), self.maximum)
 
 
+class SetupTimeout:
+    """kafka-python 3's socket_connection_setup_timeout_ms: a connection's setup (TCP connect,
+    proxy, TLS, ApiVersions) gets ``initial`` ms; after n failed attempts in a row,
+    initial * 2**(n-1) ms with +/-20% jitter, at most ``maximum``."""
+    __slots__ = ("_backoff",)
+
+    def __init__(self, initial, maximum):
+        self._backoff = ExponentialBackoff(initial, maximum)
+
+    def __call__(self, failed_attempts):
+        if failed_attempts == 0:
+            return self._backoff.initial
+        return self._backoff.backoff(failed_attempts - 1)
+
+
+def connection_settings(config):
+    """What each BrokerConnection reads from the producer config, past the socket options."""
+    return dict(proxy=config["proxy"], setup_timeout=SetupTimeout(
+        config["socket_connection_setup_timeout_ms"],
+        config["socket_connection_setup_timeout_max_ms"]))
+
+
 def socket_options(socket_options=(), send_buffer_bytes=None, receive_buffer_bytes=None):
     """kafka-python's socket settings as one list of setsockopt() arguments."""
     options = list(socket_options or ())
@@ -83,7 +106,10 @@ def socket_options(socket_options=(), send_buffer_bytes=None, receive_buffer_byt
 
 class BrokerConnection(Link):
     def __init__(self, node_id, host, port, *, backoff=None, ssl_context=None,
-                 socket_options=(), receive_message_max_bytes=100_000_000):
+                 socket_options=(), receive_message_max_bytes=100_000_000, proxy=None,
+                 setup_timeout=None):
+        """proxy: a Socks5Proxy to connect through; setup_timeout(failed_attempts): the setup
+        deadline in ms (None: the timeout connect() is given)."""
         super().__init__(node_id, host, port, Channel(
             int(receive_message_max_bytes), "node %s (%s:%s)" % (node_id, host, port)))
         self._socket_options = socket_options
@@ -94,6 +120,10 @@ class BrokerConnection(Link):
         self._backoff = backoff or ExponentialBackoff(50, 30000)  # kafka-python's defaults
         self._addrs = []
         self._ssl_context = ssl_context
+        self._proxy = proxy
+        self._setup_timeout = setup_timeout
+        self._tunnel = None                  # the Socks5Handshake while it runs
+        self._target = None                  # what the tunnel connects to: (host, port)
         self.authenticator = None            # SaslClientAuthenticator while one runs
 
     def __repr__(self):
@@ -136,15 +166,15 @@ class BrokerConnection(Link):
         self.state = CONNECTING
         self.error = None
         self.api_versions = None
+        if self._setup_timeout is not None:
+            timeout_ms = self._setup_timeout(self.failed_attempts)
         self.connect_deadline_ms = now + timeout_ms
         self.last_activity_ms = now
         if not (isinstance(self.port, int) and 0 < self.port < 65536):  # getaddrinfo wraps it
             raise errors.KafkaConnectionError("cannot connect to %r:%r: port out of range" % (
                 self.host, self.port))
         try:
-            if not self._addrs:  # client_dns_lookup=use_all_dns_ips: try each address in turn
-                self._addrs = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
-            family, stype, proto, _, addr = self._addrs.pop(0)
+            family, stype, proto, _, addr = self._next_address()
             sock = socket.socket(family, stype, proto)
         except (OSError, UnicodeError, ValueError, TypeError) as e:
             # a host name IDNA cannot encode (label too long or empty) raises UnicodeError
@@ -158,19 +188,49 @@ class BrokerConnection(Link):
             rc = sock.connect_ex(addr)
         except OSError as e:
             raise errors.KafkaConnectionError(
-                "connect to %s:%s failed: %s" % (self.host, self.port, e)) from None
+                "connect to %s failed: %s" % (self._peer(), e)) from None
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY,
                       getattr(errno, "WSAEWOULDBLOCK", -1)):
             raise errors.KafkaConnectionError(
-                "connect to %s:%s failed: %s" % (self.host, self.port, errno.errorcode.get(rc, rc)))
+                "connect to %s failed: %s" % (self._peer(), errno.errorcode.get(rc, rc)))
+
+    def _next_address(self):
+        """The addrinfo to connect the socket to: the broker's next address (each in turn:
+        client_dns_lookup=use_all_dns_ips), or the proxy's, and then the tunnel's target."""
+        if self._proxy is not None and self._proxy.remote_dns:
+            self._target = (self.host, self.port)
+            return self._proxy.address()
+        if not self._addrs:
+            self._addrs = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+        info = self._addrs.pop(0)
+        if self._proxy is None:
+            return info
+        self._target = (info[4][0], self.port)
+        return self._proxy.address()
 
     def finish_connect(self, now):
         """The socket became writable while CONNECTING: raise if the connect failed."""
         err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
-            raise errors.KafkaConnectionError("connect to %s:%s failed: %s" % (
-                self.host, self.port, errno.errorcode.get(err, err)))
+            raise errors.KafkaConnectionError("connect to %s failed: %s" % (
+                self._peer(), errno.errorcode.get(err, err)))
         self.last_activity_ms = now
+        if self._proxy is not None:  # the SOCKS5 exchange first, in HANDSHAKING
+            self._tunnel = Socks5Handshake(self._proxy, *self._target)
+            self.state = HANDSHAKING
+            self.hs_wants_write = True
+        else:
+            self._transport_ready()
+
+    def _peer(self):
+        if self._proxy is None:
+            return "%s:%s" % (self.host, self.port)
+        return "%s:%s through SOCKS5 proxy %s:%s" % (self.host, self.port, self._proxy.host,
+                                                     self._proxy.port)
+
+    def _transport_ready(self):
+        """TCP (and the tunnel, if any) is up: plaintext goes to ApiVersions, TLS wraps the
+        socket and starts its handshake."""
         if self._ssl_context is None:
             self.state = CHECKING_API_VERSIONS
             self.channel.attach(self.sock)  # Selector.select_io does its I/O from now on
@@ -188,7 +248,21 @@ class BrokerConnection(Link):
         self.hs_wants_write = True
 
     def handshake(self, now):
-        """One non-blocking step of the TLS handshake; True once it is done."""
+        """One non-blocking step of the SOCKS5 exchange, then of the TLS handshake; True once
+        both are done (the connection is CHECKING_API_VERSIONS)."""
+        if self._tunnel is not None:
+            try:
+                if not self._tunnel.step(self.sock):
+                    self.hs_wants_write = self._tunnel.wants_write
+                    return False
+            except OSError as e:
+                raise errors.KafkaConnectionError("SOCKS5 exchange with %s failed: %s" % (
+                    self._peer(), e)) from None
+            self._tunnel = None
+            self.last_activity_ms = now
+            self._transport_ready()
+            if self._ssl_context is None:
+                return True
         try:
             self.sock.do_handshake()
         except ssl.SSLWantReadError:
@@ -202,6 +276,14 @@ class BrokerConnection(Link):
         self.last_activity_ms = now
         self.state = CHECKING_API_VERSIONS
         return True
+
+    def handshake_summary(self):
+        """What handshake() finished, for the log."""
+        done = [] if self._proxy is None else ["SOCKS5 tunnel through %s:%s open" % (
+            self._proxy.host, self._proxy.port)]
+        if self._ssl_context is not None:
+            done.append("TLS handshake done (%s)" % self.sock.version())
+        return ", ".join(done)
 
     def set_ready(self, api_versions):
         self.api_versions = api_versions
@@ -220,4 +302,5 @@ class BrokerConnection(Link):
             self.failed_attempts += 1
         self.error = error
         self.authenticator = None
+        self._tunnel = None
         return super().close(error, now)

@@ -62,16 +62,18 @@ class NetworkClient:
                  max_in_flight_requests_per_connection, connections_max_idle_ms,
                  reconnect_backoff_ms, reconnect_backoff_max_ms, receive_message_max_bytes,
                  socket_options=(), ssl_context=None, sasl_authenticator=None,
-                 allow_auto_create_topics=True):
+                 allow_auto_create_topics=True, connection_options=None):
         """``sasl_authenticator(host, node_id)`` makes a connection's SaslClientAuthenticator
-        (None: no SASL); ``ssl_context`` wraps every socket (None: plaintext)."""
+        (None: no SASL); ``ssl_context`` wraps every socket (None: plaintext);
+        ``connection_options``: more BrokerConnection settings (connection.connection_settings)."""
         self.metadata = metadata
         self._client_id = client_id
         self._request_timeout_ms = int(request_timeout_ms)
         self.reconnect_backoff_ms = int(reconnect_backoff_ms)
         self._backoff = ExponentialBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
         self._connection_options = dict(socket_options=socket_options, ssl_context=ssl_context,
-                                        receive_message_max_bytes=receive_message_max_bytes)
+                                        receive_message_max_bytes=receive_message_max_bytes,
+                                        **(connection_options or {}))
         self._sasl = sasl_authenticator
         self._updater = MetadataUpdater(self, metadata, _INTERNAL_METADATA,
                                         allow_auto_create_topics)
@@ -274,7 +276,7 @@ class NetworkClient:
             self._close(conn, e, now)
             return
         if done:
-            log.debug("Node %s: TLS handshake done (%s)", conn.node_id, conn.sock.version())
+            log.debug("Node %s: %s", conn.node_id, conn.handshake_summary())
             self._send_api_versions(conn, node_api_versions.FIRST_VERSION, now)
         else:
             self._update_interest(conn)
@@ -445,6 +447,11 @@ class NetworkClient:
         """Close every connection and the selector. Callbacks of requests still in flight are
         not run (the Sender aborts its incomplete batches itself, as Java's does)."""
         self.io.shutdown()
+
+    def close_after_fork(self):
+        """In a forked child: close this process's copies of the sockets and the waker,
+        sending nothing (kcore's NetworkPoll.shutdown(after_fork=True))."""
+        self.io.shutdown(after_fork=True)
 
     def wakeup(self):
         """Interrupt a blocking poll() (thread-safe); nearly free while one is pending."""

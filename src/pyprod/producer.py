@@ -3,11 +3,18 @@
 send() runs on the caller's thread (kcore's SendPath): closed check, metadata wait (bounded by
 max_block_ms), serialize, partition, RecordAccumulator.append, and a future back. The Sender
 thread does the rest.
+
+Fork (docs/fork.md): in a forked child each producer closes its copies of the parent's sockets
+at once (os.register_at_fork; nothing is sent), and on first use there builds its parts anew
+(_build: metadata, connections, an empty accumulator, a Sender thread). What the parent had
+buffered, and its futures, stay the parent's.
 """
 import atexit
 import collections
 import functools
 import logging
+import os
+import sys
 import threading
 import time
 import weakref
@@ -15,9 +22,10 @@ import weakref
 import kcore
 from pyprod import config as configuration
 from pyprod import errors
-from pyprod.connection import socket_options
+from pyprod.connection import connection_settings, socket_options
 from pyprod.metadata import Metadata
 from pyprod.network_client import NetworkClient
+from pyprod.producer_metrics import ProducerMetrics
 from pyprod.sasl_authenticator import SaslClientAuthenticator
 from pyprod.sender import Sender, now_ms
 from pyprod.ssl_factory import create_ssl_context
@@ -26,13 +34,72 @@ from pyprod.transaction_manager import TransactionManager
 log = logging.getLogger(__name__)
 
 _live = weakref.WeakSet()
+_built = weakref.WeakSet()  # every producer with parts (closed ones too): fork closes sockets
 _CLOSE_GRACE_S = 0.1  # close(timeout) waits this long at least for the forced stop
+_rebuild_lock = threading.Lock()  # a forked child's first uses (made anew in each child)
+_finalizer_pid = None  # the process that registered _close_all_at_exit with multiprocessing
 
 
 @atexit.register
 def _close_all_at_exit():
     for producer in list(_live):
         producer.close()
+
+
+def _before_fork():
+    """Take each metrics registry's lock (ProducerMetrics.lock: its Sender samples under it):
+    the copy is whole, and the child can read it before first use."""
+    for producer in list(_built):
+        lock = getattr(getattr(producer, "_producer_metrics", None), "lock", None)
+        if lock is not None:
+            lock.acquire()
+            _held.append(lock)
+
+
+def _after_fork_in_parent():
+    while _held:
+        _held.pop().release()
+
+
+def _after_fork_in_child():
+    """Every forked child, on its one thread: each producer closes its copies of the parent's
+    sockets now (a connection the parent closes must not stay open here)."""
+    global _rebuild_lock
+    _rebuild_lock = threading.Lock()
+    _after_fork_in_parent()  # the same thread holds them here
+    for producer in list(_built):
+        try:
+            producer._client.close_after_fork()
+        except Exception:  # noqa: BLE001 - the child goes on; its copies close at exit
+            log.warning("%r: closing the parent's sockets in a forked child failed", producer,
+                        exc_info=True)
+
+
+_held = []  # locks _before_fork took
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+def _close_at_process_exit():
+    """multiprocessing's fork and forkserver children end with os._exit, past atexit: close
+    (flush) the producers there too, as at interpreter exit."""
+    global _finalizer_pid
+    mp = sys.modules.get("multiprocessing")
+    if mp is None or _finalizer_pid == os.getpid() or mp.parent_process() is None:
+        return
+    import multiprocessing.util
+    _finalizer_pid = os.getpid()
+    multiprocessing.util.Finalize(None, _close_all_at_exit, exitpriority=0)
+
+
+def _send_path_in_child(ref):
+    """SendPath's on_fork: the producer's SendPath of this process, built on first use."""
+    producer = ref()
+    if producer is None:
+        raise errors.IllegalStateError("KafkaProducer already closed!")
+    producer._here()
+    return producer._send_path
 
 
 def _serializer(obj):
@@ -83,7 +150,8 @@ def network_client_for(config, metadata):
                                       config["receive_buffer_bytes"]),
         ssl_context=create_ssl_context(config),
         sasl_authenticator=functools.partial(SaslClientAuthenticator, config) if sasl else None,
-        allow_auto_create_topics=config["allow_auto_create_topics"])
+        allow_auto_create_topics=config["allow_auto_create_topics"],
+        connection_options=connection_settings(config))
 
 
 def sender_for(config, client, metadata, accumulator, transaction_manager, metrics,
@@ -133,6 +201,22 @@ class KafkaProducer:
         self._closed = True  # until fully built, so close()/__del__ are safe on a failed init
         self.config = configuration.build(**configs)
         self._fork_generation = kcore.fork_generation()
+        self._build()
+        self._closed = False
+        _live.add(self)
+        if self.config["api_version"] is None:
+            try:  # a refused authentication raises here (Metadata's fatal error)
+                self._bootstrap(self.config["bootstrap_timeout_ms"])
+            except BaseException:
+                self.close(timeout=0)
+                raise
+
+    def _build(self):
+        """The working parts, from the config (again in a forked child: _here), and the Sender
+        thread started."""
+        generation = kcore.fork_generation()
+        self.__dict__.pop("_batch_path", None)
+        self.__dict__.pop("_raw_send_path", None)
         self._metadata = metadata_for(self.config)
         self._client = network_client_for(self.config, self._metadata)
         idempotent = self.config["enable_idempotence"]
@@ -146,6 +230,7 @@ class KafkaProducer:
         self._metrics = collections.Counter()
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
                                   self._tm, self._metrics)
+        self._producer_metrics = ProducerMetrics.for_producer(self)  # metrics(), its reporters
         self._txn = None
         self._init_result = None
         if transactional_id is not None:
@@ -159,17 +244,27 @@ class KafkaProducer:
         self._send_path = kcore.SendPath(
             self._accumulator, self._wait_on_metadata, self._client.io.waker,
             partitioner=self.config["partitioner"], transaction_manager=self._tm,
+            on_fork=functools.partial(_send_path_in_child, weakref.ref(self)),
             **send_settings(self.config))
         self.send = self._send_path.send  # one vectorcall into kcore per record
         self._sender.start()
-        self._closed = False
-        _live.add(self)
-        if self.config["api_version"] is None:
-            try:  # a refused authentication raises here (Metadata's fatal error)
-                self._bootstrap(self.config["bootstrap_timeout_ms"])
-            except BaseException:
-                self.close(timeout=0)
-                raise
+        _built.add(self)
+        _close_at_process_exit()
+        self._fork_generation = generation  # last: _here() checks it without the lock
+
+    def _here(self):
+        """Make the producer this process's: in a forked child, on first use, _build() anew
+        (docs/fork.md). IllegalStateError there if it was closed."""
+        if self._fork_generation == kcore.fork_generation():
+            return
+        with _rebuild_lock:
+            if self._fork_generation == kcore.fork_generation():
+                return
+            if self._closed:
+                raise errors.IllegalStateError("KafkaProducer already closed!")
+            log.debug("%r: first use in forked process %d: new connections and Sender thread",
+                      self, os.getpid())
+            self._build()
 
     def _bootstrap(self, timeout_ms):
         """kafka-python connects eagerly: fail fast with NoBrokersAvailable, naming each
@@ -220,6 +315,7 @@ class KafkaProducer:
         whose ``failures`` lists (record index, exception) in index order (a record over
         max_request_size fails alone there, the others still go).
         """
+        self._here()
         path = self.__dict__.get("_batch_path")
         if path is None:
             path = self._batch_path = kcore.BatchSendPath(
@@ -310,7 +406,7 @@ class KafkaProducer:
 
     # -- transactions (kafka-python's API; Java's semantics) ----------------------------------
     def _transactions(self, what):
-        self._send_path.check_not_forked()
+        self._here()
         if self._txn is None:
             raise errors.IllegalStateError(
                 "Cannot %s: transactions are not enabled (set transactional_id)" % what)
@@ -390,7 +486,8 @@ class KafkaProducer:
     # -- flush, close and the rest of the API -----------------------------------------------
     def flush(self, timeout=None):
         """Send everything buffered and wait until each record completes (or fails)."""
-        self._send_path.check_not_forked()  # the parent's I/O thread does not exist here
+        if self._fork_generation != kcore.fork_generation():
+            return  # a forked child that has sent nothing yet: nothing of its own to flush
         if self._closed and not self._sender.is_alive():
             return
         self._accumulator.begin_flush()
@@ -413,7 +510,9 @@ class KafkaProducer:
         self._send_path.closed = True
         _live.discard(self)
         if self._fork_generation != kcore.fork_generation():
-            return  # the parent's I/O thread does not exist here
+            return  # an unused forked child: the I/O thread and reporters are the parent's
+        if self._producer_metrics is not None:  # its metric_reporters' close()
+            self._producer_metrics.close()
         if threading.current_thread() is self._sender:
             self._sender.force_close()
             return
@@ -432,20 +531,21 @@ class KafkaProducer:
 
     def partitions_for(self, topic):
         """The set of partition ids of a topic, waiting for metadata up to max_block_ms."""
+        self._here()
         self._send_path.check_usable()
         return set(self._wait_on_metadata(topic, None, self._max_block_ms)
                    .partitions_for_topic(topic))
 
     def bootstrap_connected(self):
+        self._here()
         return self._client.bootstrap_connected()
 
     def metrics(self, raw=False):
-        metrics = dict(self._metrics)
-        metrics.update(self._sender.produce_loop.counters())
-        metrics["buffer-available-bytes"] = self._accumulator.pool.available_memory
-        metrics["waiting-threads"] = self._accumulator.pool.waiters
-        metrics["metadata-version"] = self._metadata.version
-        return {"producer-metrics": metrics}
+        """kafka-python's producer metrics: {group: {name: value}} (raw: {MetricName:
+        KafkaMetric}); None with metrics_enabled=False. See docs/configuration.md#metrics."""
+        if self._producer_metrics is None:
+            return None
+        return self._producer_metrics.metrics(raw)
 
     def __enter__(self):
         return self

@@ -226,7 +226,7 @@ class Sender(threading.Thread):
         retriable = force_retriable or getattr(error, "retriable", False)
         if retriable and batch.attempts < self.retries and \
                 now - batch.created_ms < self.delivery_timeout_ms:
-            self.metrics["record-retry-total"] += batch.record_count
+            self._count("record-retry-total", batch)
             self._unmute(batch)
             if self.tm is not None:
                 self.tm.remove(batch)
@@ -265,7 +265,7 @@ class Sender(threading.Thread):
         self._unmute(batch)
         if self.tm is not None:
             self.tm.failed(batch)
-        self.metrics["record-error-total"] += batch.record_count
+        self._count("record-error-total", batch)
         self.accumulator.complete(batch, error=error, record_errors=record_errors)
         if self._split_parents:
             self._piece_done(batch)
@@ -276,8 +276,13 @@ class Sender(threading.Thread):
         """A batch of an aborted transaction, taken off its queue: failed, nothing sent."""
         if self.tm is not None:
             self.tm.failed(batch)
-        self.metrics["record-error-total"] += batch.record_count
+        self._count("record-error-total", batch)
         self.accumulator.complete(batch, error=error)
+
+    def _count(self, name, batch):
+        """A records counter of self.metrics, in all and per topic (producer_metrics reads it)."""
+        self.metrics[name] += batch.record_count
+        self.metrics[name, batch.topic_partition.topic] += batch.record_count
 
     def _unmute(self, batch):
         if self.guarantee_order:

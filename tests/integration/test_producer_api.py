@@ -1,7 +1,7 @@
-"""The kafka-python KafkaProducer contract: errors, flush, close, callbacks, fork and pickle."""
+"""The kafka-python KafkaProducer contract: errors, flush, close, callbacks and pickle (fork:
+test_fork_roundtrip.py)."""
 import os
 import pickle
-import signal
 import threading
 import time
 
@@ -100,32 +100,6 @@ def test_partitions_for_metrics_and_bootstrap(kafka, topic, producer):
 def test_pickling_is_refused_with_advice(producer):
     with pytest.raises(TypeError, match="inside the task"):
         pickle.dumps(producer)
-
-
-def test_use_after_fork_raises_in_child(kafka, topic, producer):
-    name = topic(1)
-    producer.send(name, b"parent").get(30)
-    pid = os.fork()
-    if pid == 0:  # the child: send/flush/send_batch raise; metrics() and close() return
-        signal.alarm(30)  # a hang dies of SIGALRM
-        code = 1
-        try:
-            for call in (lambda: producer.send(name, b"child"), producer.flush,
-                         lambda: producer.send_batch(name, [b"child"])):
-                try:
-                    call()
-                except errors.IllegalStateError as e:
-                    assert "fork" in str(e)
-                else:
-                    raise AssertionError("no error in the forked child")
-            assert "producer-metrics" in producer.metrics()
-            producer.close()
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-    producer.send(name, b"parent again").get(30)
 
 
 def test_bad_input_gets_typed_errors(kafka, topic, producer):

@@ -4,7 +4,6 @@ that changes length during the call, a batch collected in a reference cycle, a s
 waits for memory while another thread's writer holds the open batch, a batch whose build
 raises in drain(), a release that raises, and a fork while the pool is in use."""
 import gc
-import os
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ import pytest
 from pyprod import config
 from pyprod.errors import IllegalStateError, KafkaError
 from pyprod.producer import send_settings
+from tests.harness.forked import run_forked
 
 from test_batch_growth import _complete, _send, _values
 from test_record_accumulator import FakeMetadata, _drain_all, accumulator
@@ -223,43 +223,36 @@ def _hammer(pool, stop):
 
 def test_a_forked_child_never_waits_on_the_pool_lock(k):
     """Fork while other threads take and give back pool memory (the pure twin's lock held by
-    one of them at the fork): in the child the pool answers without locking, refuses to
-    allocate, and memory given back there is dropped; nothing hangs."""
+    one of them as the first fork starts): the fork takes the pool's locks first and the child
+    re-makes them (docs/fork.md), so the child finds the pool whole and usable; nothing hangs."""
     pool = k.BufferPool(1 << 20, 1024)
     stop = threading.Event()
     threads = [threading.Thread(target=_hammer, args=(pool, stop)) for _ in range(2)]
     for t in threads:
         t.start()
-    if hasattr(pool, "_lock"):  # the pure twin: held at the fork, for sure
-        locker = threading.Thread(target=lambda: (pool._lock.acquire(), stop.wait(),
-                                                  pool._lock.release()))
+    if hasattr(pool, "_lock"):  # the pure twin: held as the fork starts, for sure
+        held = threading.Event()
+
+        def hold():
+            with pool._lock:
+                held.set()
+                time.sleep(0.2)
+
+        locker = threading.Thread(target=hold)
         threads.append(locker)
         locker.start()
-        while not pool._lock.locked():
-            time.sleep(0.001)
+        held.wait(10)
+
+    def child():
+        assert (1 << 20) - 2048 <= pool.available_memory <= 1 << 20
+        pool.deallocate(pool.allocate(1024, 0))
+        pool.close()
+        with pytest.raises(IllegalStateError):
+            pool.allocate(1024, 0)
+
     try:
         for _ in range(10):
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    assert pool.available_memory <= 1 << 20
-                    pool.close()
-                    with pytest.raises(IllegalStateError):
-                        pool.allocate(1024, 0)
-                    code = 0
-                finally:
-                    os._exit(code)
-            deadline = time.monotonic() + 30
-            while True:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    break
-                if time.monotonic() > deadline:
-                    os.kill(pid, 9)
-                    pytest.fail("the forked child hung on the pool")
-                time.sleep(0.01)
-            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            run_forked(child)
     finally:
         stop.set()
         for t in threads:

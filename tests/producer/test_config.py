@@ -73,15 +73,6 @@ def test_batch_max_size():
             config.build(batch_max_size=bad)
 
 
-@pytest.mark.parametrize("key", ["proxy_url", "socks5_proxy"])
-def test_a_proxy_is_refused_not_ignored(key):
-    """No proxy support yet: a program that sets one must not connect straight to the brokers
-    without being told."""
-    assert config.build()[key] is None
-    with pytest.raises(KafkaConfigurationError, match="%s: connecting through a proxy" % key):
-        config.build(**{key: "socks5://127.0.0.1:1080"})
-
-
 def test_idempotence_conflicts_warn_when_they_turn_it_off(caplog):
     with caplog.at_level("WARNING", logger="pyprod.config"):
         built = config.build(retries=0, max_in_flight_requests_per_connection=6)

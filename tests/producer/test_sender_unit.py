@@ -66,6 +66,7 @@ class Request:
 class Response:
     def __init__(self, body=None, error=None):
         self.body, self.error = body, error
+        self.latency_ms = 1  # as kcore's ClientResponse (the metrics count it)
 
 
 class FakeClient:

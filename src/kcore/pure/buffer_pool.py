@@ -6,7 +6,6 @@ from CPython itself (a bytearray cannot be resized while a memoryview uses it). 
 counted, as are the spare buffers of larger sizes the compiled pool keeps for reuse; a
 recycled one is a fresh zeroed bytearray (contents are unspecified anyway).
 """
-import os
 import threading
 import weakref
 from collections import deque
@@ -14,6 +13,7 @@ from operator import index
 from time import monotonic
 
 from kcore.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
+from kcore.pure.at_fork import guard_locks
 
 __all__ = ["BufferPool", "PoolBuffer"]
 
@@ -62,14 +62,13 @@ _pools = weakref.WeakSet()
 
 
 def _after_fork_in_child():
-    """A forked child's copy of a pool: closed (the parent's producer is not usable here), with
-    a new lock (a thread of the parent's may have held the old one at the fork)."""
+    """A forked child's copy of a pool stays usable: a new lock, and no waiters (their threads
+    do not exist here; memory one had gathered is lost to this copy)."""
     for pool in list(_pools):
-        pool._lock, pool._waiters, pool._closed = threading.Lock(), deque(), True
+        pool._lock, pool._waiters = threading.Lock(), deque()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+guard_locks(lambda: [pool._lock for pool in list(_pools)], _after_fork_in_child)
 
 
 class BufferPool:

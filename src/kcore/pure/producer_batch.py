@@ -1,8 +1,9 @@
 """ProducerBatch: the records bound for one partition, their builder and their shared result."""
-import os
 import struct
 import threading
 
+import kcore.pure.buffer_pool  # noqa: F401  its fork hook first: a fork locks ours before it
+from kcore.pure.at_fork import guard_locks
 from kcore.pure.crc import crc32c
 from kcore.pure.future import FutureRecordMetadata, ProduceRequestResult
 from kcore.pure.record_batch_builder import RecordBatchBuilder
@@ -34,13 +35,12 @@ _SEGMENTS_LOCK = threading.Lock()
 _MEMORY_LOCK = threading.Lock()  # a batch's memory: swapped by grow(), given back once
 
 
-def _after_fork_in_child():  # a thread of the parent's may have held them at the fork
+def _after_fork_in_child():  # the threads that held them at the fork are the parent's
     global _SEGMENTS_LOCK, _MEMORY_LOCK
     _SEGMENTS_LOCK, _MEMORY_LOCK = threading.Lock(), threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+guard_locks(lambda: [_SEGMENTS_LOCK, _MEMORY_LOCK], _after_fork_in_child)
 
 
 def _tell_segments(batch, error, record_errors):

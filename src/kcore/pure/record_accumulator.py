@@ -11,7 +11,9 @@ The Sender's ready() and drain() choices are ReadyDrain's, this class's base
 import random
 import threading
 import time
+import weakref
 
+from kcore.pure.at_fork import guard_locks
 from kcore.pure.buffer_pool import BufferPool
 from kcore.pure.builtin_partitioner import BuiltInPartitioner
 from kcore.pure.future import TopicPartition
@@ -42,6 +44,18 @@ class TopicInfo:
         self.partitioner = partitioner
 
 
+_accumulators = weakref.WeakSet()
+
+
+def _after_fork_in_child():  # the threads that held the locks at the fork are the parent's
+    for acc in list(_accumulators):
+        acc._lock = threading.RLock()
+
+
+# imported after buffer_pool and producer_batch: a fork takes these locks before theirs
+guard_locks(lambda: [acc._lock for acc in list(_accumulators)], _after_fork_in_child)
+
+
 class RecordAccumulator(ReadyDrain):
     def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
@@ -60,6 +74,7 @@ class RecordAccumulator(ReadyDrain):
         self._topics = {}
         self._deques = {}  # TopicPartition -> its PartitionQueue of ProducerBatch
         self._lock = threading.RLock()
+        _accumulators.add(self)
         self._incomplete = set()
         self._flushes = 0
         self._closed = False

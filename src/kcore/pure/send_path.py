@@ -1,8 +1,9 @@
 """SendPath: KafkaProducer.send (Java's KafkaProducer.doSend) on the caller's thread.
 
-send() checks that the producer is usable (not closed, not a forked copy, no fatal idempotence
-error) and the record's arguments, serializes key and value, waits (up to max_block_ms) for the
-topic in the metadata, refuses a record too large for a request or the buffer memory, picks the
+send() checks that the producer is usable (not closed, no fatal idempotence error; in a forked
+child it hands the call to ``on_fork()``'s SendPath, the producer's rebuilt one) and the record's
+arguments, serializes key and value, waits (up to max_block_ms) for the topic in the metadata,
+refuses a record too large for a request or the buffer memory, picks the
 partition (the explicit one; else the user ``partitioner``; else the BuiltInPartitioner: murmur2
 of the key, or the topic's sticky partition for a null key), appends to the RecordAccumulator
 and returns the record's future. The producer binds its ``send`` to this object's method.
@@ -38,7 +39,7 @@ class SendPath:
 
     def __init__(self, accumulator, wait_on_metadata, wakeup, *, key_serializer,
                  value_serializer, max_block_ms, max_request_size, buffer_memory,
-                 partitioner=None, transaction_manager=None):
+                 partitioner=None, transaction_manager=None, on_fork=None):
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata  # (topic, partition, max_wait_ms) -> None
         # a Waker (the Sender's) or any callable
@@ -55,9 +56,14 @@ class SendPath:
         self.buffer_memory = buffer_memory
         self.closed = False
         self.fork_generation = fork_generation()
+        self.on_fork = on_fork  # () -> the SendPath to use in a forked child; None: refused
 
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
         """Publish a record; a FutureRecordMetadata. Raises as kafka-python's send() does."""
+        if self.fork_generation != fork_generation():  # a forked child: the producer's new path
+            if self.on_fork is None:
+                raise _forked_error()
+            return self.on_fork().send(topic, value, key, headers, partition, timestamp_ms)
         self.check_usable()
         if type(topic) is not str or not topic:
             raise TypeError("topic must be a non-empty str, got %r" % (topic,))
@@ -123,11 +129,6 @@ class SendPath:
             raise ValueError("Partitioner did not assign a valid partition for topic %s: %r"
                              % (topic, partition))
         return partition
-
-    def check_not_forked(self):
-        """IllegalStateError in a forked child (flush() and the like there)."""
-        if self.fork_generation != fork_generation():
-            raise _forked_error()
 
     def check_usable(self):
         if self.closed:

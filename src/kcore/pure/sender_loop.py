@@ -14,9 +14,12 @@ Each loop, fail_expired and send_producer_data (kcore/shared/sender_loop.py) fai
 batches and run the produce step: ready(), the nodes' connections, drain() and the requests.
 on_fail(batch, error) fails a batch that expired or cannot be sent.
 """
+from time import monotonic_ns
+
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
-from kcore.shared.sender_loop import _fail_expired, _run, _run_once, _send_producer_data
+from kcore.shared.sender_loop import (_fail_expired, _run, _run_once, _send_producer_data,
+                                      _snapshot)
 from kcore.errors import KafkaError, UnknownError
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
@@ -24,6 +27,8 @@ __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 QUEUE_SCAN = "queue-scan"  # wheel item: look for expired batches in the accumulator's queues
 _WHEEL_TICK_MS = 1
 _WHEEL_SIZE = 64
+_BATCH_HEADER = 61  # a v2 batch's header: what its records' mean size leaves out
+_INT64_MAX = 2 ** 63 - 1
 
 
 class SenderLoop:
@@ -46,6 +51,15 @@ class SenderLoop:
         self.split_parents = {}  # half of a batch split on MESSAGE_TOO_LARGE -> the batch
         self.in_flight = {}  # batch -> wheel handle of its delivery deadline
         self.requests = self.batches = self.records_sent = 0
+        # metrics counters (kcore/sender_loop.pxd): per request, response and poll
+        self.records_out = self.bytes_out = self.queue_ms_sum = 0
+        self.ratio_sum = self.record_size_sum = self.record_size_max = 0.0
+        self.batch_max = self.queue_ms_max = self.poll_ns = self.polls = 0
+        self.topic_tallies, self.node_tallies = {}, {}
+        # compressed batches: their uncompressed size is known as its upper bound only
+        self.compressed = accumulator is not None and accumulator.compression_type is not None
+        self.samples = self.totals = None  # a deque of snapshot()s; the Sender's Counter
+        self.sample_every_ms, self.sample_due_ms = 1000, _INT64_MAX
         self._queue_scan = self.wheel.add(now, QUEUE_SCAN)
         self._queue_scan_ms = now
 
@@ -64,7 +78,7 @@ class SenderLoop:
         """The produce step of a Sender loop; returns the poll timeout (ms)."""
         return _send_producer_data(self, client, metadata, max_request_size, now)
 
-    def request(self, version, batches, now):
+    def request(self, version, batches, now, node=None):
         """(body, handler): the ProduceRequest body for batches drained for one node, and the
         callback for its response. KafkaError (nothing registered) if it cannot be framed."""
         body = encode_produce_body(version, self.acks, self.request_timeout_ms, self.transactional_id, [
@@ -74,9 +88,73 @@ class SenderLoop:
             in_request[batch.topic_partition] = batch
             self.in_flight[batch] = self.wheel.add(batch.created_ms + self.delivery_timeout_ms,
                                                    batch)
+            self._count_batch(batch)
         self.requests += 1
         self.batches += len(batches)
-        return body, ProduceResponseHandler(self, in_request, version)
+        if node is not None:
+            self._count_request(node, body)
+        return body, ProduceResponseHandler(self, in_request, version, node)
+
+    def poll_net(self, timeout, now):
+        """The loop's network poll, timed (poll_ns); then a snapshot into samples if due."""
+        start = monotonic_ns()
+        self.net.poll(timeout)
+        self.poll_ns += monotonic_ns() - start
+        self.polls += 1
+        if now >= self.sample_due_ms and self.samples is not None:
+            self.sample_due_ms = now + self.sample_every_ms
+            self.samples.append(_snapshot(self, self.net.now_ms(), True))
+
+    def snapshot(self, now):
+        """(now, the loop's counters, {topic: its counters}, {node: its counters}, the Sender's
+        totals): the metrics counters now, as dicts (kcore/sender_loop.pxd); reads only."""
+        return _snapshot(self, now, False)
+
+    # -- metrics counters (kcore/sender_loop.pxd) ---------------------------------------------
+    def _count_batch(self, batch):
+        size, n = len(batch.payload), batch.record_count
+        raw = batch.size if self.compressed else size
+        ratio = size / raw if raw > 0 else 1.0
+        mean = (raw - _BATCH_HEADER) / n if n > 0 else 0.0
+        self.records_out += n
+        self.bytes_out += size
+        self.ratio_sum += ratio
+        self.record_size_sum += mean
+        self.batch_max = max(self.batch_max, size)
+        self.record_size_max = max(self.record_size_max, mean)
+        if batch.drained_ms is not None:
+            queued = batch.drained_ms - batch.created_ms
+            self.queue_ms_sum += queued
+            self.queue_ms_max = max(self.queue_ms_max, queued)
+        tally = self.topic_tallies.get(batch.topic_partition.topic)
+        if tally is None:
+            tally = self.topic_tallies[batch.topic_partition.topic] = TopicTally()
+        tally.records += n
+        tally.bytes += size
+        tally.batches += 1
+        tally.ratio_sum += ratio
+
+    def _count_request(self, node, body):
+        size = sum(len(piece) for piece in body)
+        tally = self._node_tally(node)
+        tally.requests += 1
+        tally.request_bytes += size
+        tally.request_max = max(tally.request_max, size)
+
+    def _count_response(self, node, response, throttle_ms):
+        tally = self._node_tally(node)
+        tally.responses += 1
+        tally.response_bytes += len(response.body)
+        tally.latency_sum += response.latency_ms
+        tally.latency_max = max(tally.latency_max, response.latency_ms)
+        tally.throttle_sum += throttle_ms
+        tally.throttle_max = max(tally.throttle_max, throttle_ms)
+
+    def _node_tally(self, node):
+        tally = self.node_tallies.get(node)
+        if tally is None:
+            tally = self.node_tallies[node] = NodeTally()
+        return tally
 
     def landed(self, batch):
         """The batch's request completed: True if it was still waiting for it (not expired)."""
@@ -131,14 +209,34 @@ class SenderLoop:
                 "record-send-total": self.records_sent}
 
 
+class TopicTally:
+    """A topic's metrics counters (kcore/sender_loop.pxd)."""
+    __slots__ = ("records", "bytes", "batches", "ratio_sum")
+
+    def __init__(self):
+        self.records = self.bytes = self.batches = 0
+        self.ratio_sum = 0.0
+
+
+class NodeTally:
+    """A node's metrics counters (kcore/sender_loop.pxd)."""
+    __slots__ = ("requests", "request_bytes", "request_max", "responses", "response_bytes",
+                 "latency_sum", "latency_max", "throttle_sum", "throttle_max")
+
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+
 class ProduceResponseHandler:
     """The callback of one ProduceRequest: the NetworkClient calls it once with the response
     (``.error``, ``.body``)."""
 
-    __slots__ = ("loop", "in_request", "version")
+    __slots__ = ("loop", "in_request", "version", "node")
 
-    def __init__(self, loop, in_request, version):
+    def __init__(self, loop, in_request, version, node=None):
         self.loop, self.in_request, self.version = loop, in_request, version
+        self.node = node  # where the request went (counted), or None
 
     def __call__(self, response):
         loop = self.loop
@@ -152,11 +250,13 @@ class ProduceResponseHandler:
                 loop.succeed(batch, -1, -1)
             return
         try:
-            results, _ = decode_produce_response(self.version, response.body)
+            results, throttle_ms = decode_produce_response(self.version, response.body)
         except KafkaError as e:
             for batch in batches:
                 loop.on_error(batch, e)
             return
+        if self.node is not None:
+            loop._count_response(self.node, response, throttle_ms)
         pending = {b.topic_partition: b for b in batches}
         for result in results:
             batch = pending.pop(result[:2], None)

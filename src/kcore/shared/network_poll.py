@@ -222,15 +222,20 @@ class NetworkPoll:
             if req.internal is None:
                 self.complete(conn, req, None, error, now)
 
-    def shutdown(self):
+    def shutdown(self, after_fork=False):
         """Close every connection, the selector and the waker. Callbacks of requests still in
-        flight are not run (the Sender aborts its incomplete batches itself, as Java's does)."""
+        flight are not run (the Sender aborts its incomplete batches itself, as Java's does).
+        after_fork, in a forked child: close only this process's descriptors, writing nothing
+        (no shutdown(): the parent still uses the connections) and calling no hook; the
+        requests in flight and the responses not yet handled are the parent's."""
         if self.closed:
             return
         self.closed = True
         now = now_ms()
         for conn in self.conns.values():
-            if conn.sock is not None:
+            if after_fork:
+                conn.close(None, now)
+            elif conn.sock is not None:
                 self.close(conn, None, now, request_update=False)
         self.completed.clear()
         self.sel.close()

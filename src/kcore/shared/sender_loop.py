@@ -15,6 +15,8 @@ from kcore.errors import KafkaError, KafkaTimeoutError
 log = logging.getLogger("kcore.sender_loop")
 _PRODUCE = 0  # the Produce API key
 _QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
+_NODE_COUNTERS = ("requests", "request_bytes", "request_max", "responses", "response_bytes",
+                  "latency_sum", "latency_max", "throttle_sum", "throttle_max")
 
 
 def _run(loop, sender):
@@ -41,8 +43,30 @@ def _run_once(loop, client, metadata, max_request_size):
     tm = loop.tm
     if tm is not None and (tm.fatal_error is not None or not tm.has_producer_id()):
         return now
-    loop.net.poll(_send_producer_data(loop, client, metadata, max_request_size, now))
+    loop.poll_net(_send_producer_data(loop, client, metadata, max_request_size, now), now)
     return None
+
+
+def _snapshot(loop, now, reset):
+    """SenderLoop.snapshot: (now, the loop's counters, {topic: its counters}, {node: its
+    counters}, the Sender's totals), as dicts; reset (the Sender thread's own snapshots only):
+    the *_max counters start again (sender_loop.pxd)."""
+    topics = {topic: {"records": t.records, "bytes": t.bytes, "batches": t.batches,
+                      "ratio": t.ratio_sum} for topic, t in list(loop.topic_tallies.items())}
+    nodes = {}
+    for node, n in list(loop.node_tallies.items()):
+        nodes[node] = {name: getattr(n, name) for name in _NODE_COUNTERS}
+        if reset:
+            n.request_max = n.latency_max = n.throttle_max = 0
+    counts = {"produce_requests": loop.requests, "batches": loop.batches,
+              "records": loop.records_out, "bytes": loop.bytes_out, "ratio": loop.ratio_sum,
+              "rsize": loop.record_size_sum, "queue": loop.queue_ms_sum,
+              "batch_max": loop.batch_max, "queue_max": loop.queue_ms_max,
+              "rsize_max": loop.record_size_max, "poll_ns": loop.poll_ns, "polls": loop.polls}
+    if reset:
+        loop.batch_max = loop.queue_ms_max = 0
+        loop.record_size_max = 0.0
+    return now, counts, topics, nodes, None if loop.totals is None else dict(loop.totals)
 
 
 def _fail_expired(loop, now):
@@ -108,7 +132,7 @@ def _send_produce_request(loop, client, node, batches, now):
     net = loop.net
     try:  # IncompatibleBrokerVersion: no Produce version in common (v3+ is needed)
         version = net.produce_version(node)
-        body, on_response = loop.request(version, batches, now)
+        body, on_response = loop.request(version, batches, now, node)
     except KafkaError as e:
         log.error("Cannot send to node %s: %s", node, e)
         for batch in batches:

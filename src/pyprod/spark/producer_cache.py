@@ -10,8 +10,9 @@ reuse the worker (the idea of Spark's InternalKafkaProducerPool).
   closes it, abandoning what it still buffers (Spark retries the task), when its last user
   releases it.
 - Fork safety: a process forked from one holding producers (a Spark daemon forks its workers)
-  never reuses them: their I/O threads exist only in the parent. The cache notices the new pid
-  or kcore.fork_generation() and starts empty.
+  starts with an empty cache and makes its own: the inherited entries' references and idle
+  clocks are the parent's (an inherited producer would work, docs/fork.md, but the parent's
+  tasks hold it). The cache notices the new pid or kcore.fork_generation().
 - At interpreter exit every cached producer is flushed and closed.
 """
 from __future__ import annotations
