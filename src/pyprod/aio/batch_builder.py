@@ -5,8 +5,11 @@ partition, in order; it accepts records up to the producer's max_batch_size (the
 always), then append() returns None and closes it, as aiokafka's does. append() returns
 aiokafka's record metadata: the record's offset in the batch, its size bound and timestamp.
 """
+from __future__ import annotations
+
 import collections
 import time
+from typing import Any
 
 import kcore
 
@@ -40,7 +43,8 @@ def serialize(key_serializer, value_serializer, key, value):
 
 
 class BatchBuilder:
-    def __init__(self, batch_size, *, key_serializer=None, value_serializer=None):
+    def __init__(self, batch_size: int, *, key_serializer: Any = None,
+                 value_serializer: Any = None) -> None:
         self._batch_size = batch_size
         self._size = kcore.BATCH_HEADER
         self._records = []  # (timestamp ms, key, value, headers)
@@ -48,7 +52,9 @@ class BatchBuilder:
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
 
-    def append(self, *, timestamp, key, value, headers=[]):  # noqa: B006 (aiokafka's)
+    def append(self, *, timestamp: int | None, key: Any, value: Any,
+               headers: list[tuple[str, bytes]] = []  # noqa: B006 (aiokafka's)
+               ) -> BatchRecordMetadata | None:
         """Add a record (timestamp in ms, None: now); its metadata, or None if the batch is
         full (which closes it) or closed."""
         if self._closed:
@@ -65,18 +71,18 @@ class BatchBuilder:
         self._records.append((timestamp, key, value, headers))
         return BatchRecordMetadata(len(self._records) - 1, None, size, timestamp)
 
-    def close(self):
+    def close(self) -> None:
         """No more records (send_batch closes it too)."""
         self._closed = True
 
-    def closed(self):
+    def closed(self) -> bool:
         return self._closed
 
-    def size(self):
+    def size(self) -> int:
         """Its size in bytes (an upper bound until sent)."""
         return self._size
 
-    def record_count(self):
+    def record_count(self) -> int:
         return len(self._records)
 
     def _take(self):

@@ -11,16 +11,21 @@ Differences from aiokafka, besides speed: the timestamp of a record's metadata i
 when it appends them (timestamp_type 1), else the record's; log_start_offset is None; done() of
 a send()'s future turns true when the broker acknowledged (callbacks then run on the loop).
 """
+from __future__ import annotations
+
 import asyncio
 import sys
 import traceback
 import warnings
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
 
 from pyprod import errors
 from pyprod.aio import config as aio_config
 from pyprod.aio.batch_builder import BatchBuilder, serialize
 from pyprod.aio.errors import ProducerClosed, translate
-from pyprod.aio.record_future import RecordFuture
+from pyprod.aio.record_future import RecordFuture, RecordMetadata
 from pyprod.aio.transactions import Transactions
 from pyprod.producer import KafkaProducer
 
@@ -50,7 +55,8 @@ class AIOKafkaProducer(Transactions):
     _closed = None  # not initialized (for __del__)
     _source_traceback = None
 
-    def __init__(self, *, loop=None, partitioner=None, **configs):
+    def __init__(self, *, loop: asyncio.AbstractEventLoop | None = None,
+                 partitioner: Any = None, **configs: Any) -> None:
         if loop is None:
             loop = _running_loop()
         else:
@@ -91,7 +97,7 @@ class AIOKafkaProducer(Transactions):
                 self._producer.close(timeout=0)
 
     # -- lifecycle ------------------------------------------------------------------------------
-    async def start(self):
+    async def start(self) -> None:
         """Connect to the cluster (and, transactional, get the producer id)."""
         assert self._loop is asyncio.get_running_loop(), (
             "Please create objects with the same loop as running with")
@@ -109,7 +115,7 @@ class AIOKafkaProducer(Transactions):
                 raise
         return producer
 
-    async def stop(self):
+    async def stop(self) -> None:
         """Send what is buffered, wait for it, and close (idempotent)."""
         if self._closed:
             return
@@ -117,27 +123,29 @@ class AIOKafkaProducer(Transactions):
         if self._producer is not None:
             await self._in_thread(self._producer.close)
 
-    async def flush(self):
+    async def flush(self) -> None:
         """Wait until every record sent so far is acknowledged (or failed)."""
         if self._producer is not None:
             await self._in_thread(self._producer.flush)
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> AIOKafkaProducer:
         await self.start()
         return self
 
-    async def __aexit__(self, exc_type, exc, tb):
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
         await self.stop()
 
     # -- sending ----------------------------------------------------------------------------
-    async def partitions_for(self, topic):
+    async def partitions_for(self, topic: str) -> set[int]:
         """The set of the topic's partition ids (waits for its metadata)."""
         parts = await self._in_thread(self._metadata_wait, self._open(), topic)
         self._partitions[topic] = frozenset(parts)
         return set(parts)
 
-    async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
-                   headers=None):
+    async def send(self, topic: str, value: Any = None, key: Any = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: Sequence[tuple[str, bytes | None]] | None = None) -> RecordFuture:
         """Append a record; a future (RecordFuture) of its RecordMetadata."""
         assert not (value is None and key is None), "Need at least one: key or value"
         producer = self._open()
@@ -152,18 +160,21 @@ class AIOKafkaProducer(Transactions):
             await self._append_soon(*args)
         return RecordFuture(future, self._loop, self._no_ack)
 
-    async def send_and_wait(self, topic, value=None, key=None, partition=None,
-                            timestamp_ms=None, headers=None):
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
+                            partition: int | None = None, timestamp_ms: int | None = None,
+                            headers: Sequence[tuple[str, bytes | None]] | None = None
+                            ) -> RecordMetadata:
         """send(), then wait for the record's RecordMetadata."""
         future = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await future
 
-    def create_batch(self):
+    def create_batch(self) -> BatchBuilder:
         """An empty BatchBuilder for send_batch()."""
         return BatchBuilder(self._batch_size, key_serializer=self._key_serializer,
                             value_serializer=self._value_serializer)
 
-    async def send_batch(self, batch, topic, *, partition):
+    async def send_batch(self, batch: BatchBuilder, topic: str, *,
+                         partition: int) -> RecordFuture | asyncio.Future[None]:
         """Send a BatchBuilder's records to one partition; a future of the first record's
         RecordMetadata, done when every record is."""
         producer = self._open()

@@ -11,8 +11,12 @@ done() reads the batch's state, which the Sender thread sets: it turns true as s
 record is acknowledged; callbacks run on the loop. Cancelling it does not stop the record
 (aiokafka's rule: cancel the send() call instead).
 """
+from __future__ import annotations
+
 import asyncio
 import collections
+from collections.abc import Callable, Generator
+from typing import Any
 
 from pyprod.aio.errors import translate
 
@@ -45,26 +49,27 @@ class RecordFuture:
         self._asyncio_future_blocking = False
 
     # -- asyncio.Future's API ------------------------------------------------------------------
-    def done(self):
+    def done(self) -> bool:
         return self._cancelled or (self._future.is_done and
                                    (self._first is None or self._first.is_done))
 
-    def cancelled(self):
+    def cancelled(self) -> bool:
         return self._cancelled
 
-    def result(self):
+    def result(self) -> RecordMetadata:
         value, exc = self._settled()
         if exc is not None:
             raise exc
         return value
 
-    def exception(self):
+    def exception(self) -> BaseException | None:
         return self._settled()[1]
 
-    def get_loop(self):
+    def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
-    def add_done_callback(self, fn, *, context=None):
+    def add_done_callback(self, fn: Callable[[RecordFuture], object], *,
+                          context: Any = None) -> None:
         if self.done():
             self._loop.call_soon(fn, self, context=context)
             return
@@ -75,21 +80,21 @@ class RecordFuture:
                 return
         self._callbacks.append((fn, context))
 
-    def remove_done_callback(self, fn):
+    def remove_done_callback(self, fn: Callable[[RecordFuture], object]) -> int:
         kept = [(f, c) for f, c in self._callbacks or () if f != fn]
         removed = len(self._callbacks or ()) - len(kept)
         if self._callbacks is not None:
             self._callbacks[:] = kept
         return removed
 
-    def cancel(self, msg=None):
+    def cancel(self, msg: Any = None) -> bool:
         if self.done():
             return False
         self._cancelled = True
         self._schedule_callbacks()
         return True
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
         if not self.done():
             self._asyncio_future_blocking = True
             yield self

@@ -5,6 +5,12 @@ begin_transaction, commit_transaction, abort_transaction, send_offsets_to_transa
 TransactionalRequestResults, awaited on the loop (the Sender thread wakes it): nothing blocks
 the loop, and cancelling the awaiting task does not cancel the commit or abort (aiokafka's rule).
 """
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
 from pyprod import errors
 from pyprod.aio.errors import IllegalOperation, translate
 from pyprod.transaction_manager import FATAL_ERROR, IN_TRANSACTION
@@ -45,18 +51,18 @@ class Transactions:
             raise IllegalOperation("You need to configure transaction_id to use transactions")
         return txn
 
-    async def begin_transaction(self):
+    async def begin_transaction(self) -> None:
         txn = self._ensure_transactional()
         try:
             txn.begin_transaction()
         except errors.KafkaError as e:
             raise translate(e) from None
 
-    async def commit_transaction(self):
+    async def commit_transaction(self) -> None:
         txn = self._ensure_transactional()
         await self._finish(txn.begin_commit)
 
-    async def abort_transaction(self):
+    async def abort_transaction(self) -> None:
         txn = self._ensure_transactional()
         await self._finish(txn.begin_abort)
 
@@ -68,12 +74,13 @@ class Transactions:
         except errors.KafkaError as e:
             raise translate(e) from None
 
-    def transaction(self):
+    def transaction(self) -> TransactionContext:
         """``async with producer.transaction():`` begins, then commits (or aborts on an
         exception, but after a fatal error: then the exception just goes on)."""
         return TransactionContext(self)
 
-    async def send_offsets_to_transaction(self, offsets, group_id):
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any],
+                                          group_id: str) -> None:
         txn = self._ensure_transactional()
         if txn.state != IN_TRANSACTION:
             raise IllegalOperation("Not in the middle of a transaction")
@@ -98,14 +105,16 @@ class Transactions:
 
 
 class TransactionContext:
-    def __init__(self, producer):
+    def __init__(self, producer: Any) -> None:
         self._producer = producer
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> TransactionContext:
         await self._producer.begin_transaction()
         return self
 
-    async def __aexit__(self, exc_type, exc_value, traceback):
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc_value: BaseException | None, traceback: TracebackType | None
+                        ) -> None:
         if exc_type is None:
             await self._producer.commit_transaction()
         elif not self._producer._is_fatal():
