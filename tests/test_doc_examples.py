@@ -48,7 +48,7 @@ def test_doc_block_runs(block, request, kafka, input_topic, monkeypatch):
         monkeypatch.setenv("KAFKA_PASSWORD", USERS["alice"])
         monkeypatch.setenv("KEY_PASSPHRASE", certs.client_key_password)
         monkeypatch.setenv("SSL_CERT_FILE", certs.ca_file)  # "the system trust store"
-    namespace = _givens(kafka.bootstrap_servers)
+    namespace = doc_examples.namespace(_givens(kafka.bootstrap_servers))
     try:
         doc_examples.run(doc_examples.prepare(block, bootstrap, certs), block.id, namespace)
     finally:

@@ -11,14 +11,20 @@ import ast
 import asyncio
 import glob
 import inspect
+import itertools
 import os
 import re
+import sys
+import types
 from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the placeholder addresses the docs use for a user's brokers
 ADDRESS = re.compile(r'"(?:127\.0\.0\.1:9092|localhost:9092|host:9092|host1:9092,host2:9092|'
-                     r'broker1:9093)"')
+                     r'broker:9092|broker1:9093)"')
+
+
+_modules = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,18 @@ def prepare(block: Block, bootstrap: str, certs=None, tmp_dir: str | None = None
     return code
 
 
+def namespace(givens: dict) -> dict:
+    """A fresh module's namespace holding ``givens``, importable by name (sys.modules), so
+    what a block defines pickles by reference (a multiprocessing Pool's function)."""
+    module = types.ModuleType(f"doc_example_{next(_modules)}")
+    module.__dict__.update(givens)
+    sys.modules[module.__name__] = module
+    return module.__dict__
+
+
 def run(code: str, name: str, namespace: dict) -> None:
-    """Run a block; one with a top-level ``await`` (the asyncio docs) runs in asyncio.run."""
+    """Run a block in ``namespace`` (see namespace()); one with a top-level ``await`` (the
+    asyncio docs) runs in asyncio.run."""
     compiled = compile(code, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     if compiled.co_flags & inspect.CO_COROUTINE:
         asyncio.run(eval(compiled, namespace))

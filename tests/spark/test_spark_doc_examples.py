@@ -33,12 +33,12 @@ def test_spark_doc_block_runs(block, spark, activate, kafka, request, tmp_path):
         bootstrap = secured.listener(doc_examples.secure_listener(block.code))
     code = doc_examples.prepare(block, bootstrap, certs, str(tmp_path))
     code = code.replace('password="..."', f'password="{USERS["alice"]}"')
-    namespace = {
+    namespace = doc_examples.namespace({
         "spark": spark,
         "df": spark.range(1000).select(F.col("id").cast("string").alias("value")),
         "stream_df": spark.readStream.format("rate").option("rowsPerSecond", 50).load()
         .select(F.col("value").cast("string").alias("value")),
-    }
+    })
     activate(spark)
     try:
         doc_examples.run(code, block.id, namespace)
