@@ -334,16 +334,22 @@ class NetworkPoll:
 
     def handle_timeouts(self, now):
         for conn in list(self.conns.values()):
-            if conn.state in SETTING_UP and now >= conn.connect_deadline_ms:
+            setting_up = conn.state in SETTING_UP
+            if setting_up and now >= conn.connect_deadline_ms:
                 self.close(conn, KafkaConnectionError(
                     "timed out after %d ms connecting to node %s (%s:%s) in state %s" % (
-                        self.request_timeout_ms, conn.node_id, conn.host, conn.port,
+                        now - conn.last_attempt_ms, conn.node_id, conn.host, conn.port,
                         conn.state)), now)
                 continue
             if conn.state == DISCONNECTED or not conn.in_flight:
                 continue
             req = conn.expired_request(now)
-            if req is not None:
+            if req is not None and setting_up:  # ApiVersions or SASL unanswered: no connection
+                self.close(conn, KafkaConnectionError(
+                    "timed out after %d ms connecting to node %s (%s:%s) in state %s: no answer "
+                    "to request api %d" % (now - req.send_ms, conn.node_id, conn.host,
+                                          conn.port, conn.state, req.api_key)), now)
+            elif req is not None:
                 self.close(conn, RequestTimedOutError(
                     "request (api %d, correlation id %d) to node %s timed out after %d ms; "
                     "closing the connection" % (req.api_key, req.correlation_id, conn.node_id,
