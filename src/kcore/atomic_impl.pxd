@@ -1,0 +1,19 @@
+# Atomic accesses of atomic_impl.h, for fields that threads share without a lock (.pxd rules
+# call them "atomic"). Relaxed unless named: a relaxed access orders nothing else, so it suits
+# hints and counters only; kc_store_int_release / kc_load_int_acquire publish the fields written
+# before the store to the thread that sees it. Every access to such a field, on every thread,
+# goes through these (a plain access beside an atomic one is still a race).
+# Threads: any, with or without the GIL (pure C).
+from libc.stdint cimport int64_t
+
+
+cdef extern from "atomic_impl.h" nogil:
+    int kc_load_int(const int* p)
+    void kc_store_int(int* p, int v)
+    int kc_load_int_acquire(const int* p)
+    void kc_store_int_release(int* p, int v)
+    int64_t kc_load_i64(const int64_t* p)
+    void kc_store_i64(int64_t* p, int64_t v)
+    int64_t kc_add_i64(int64_t* p, int64_t v)
+    Py_ssize_t kc_load_ssize(const Py_ssize_t* p)
+    void kc_store_ssize(Py_ssize_t* p, Py_ssize_t v)
