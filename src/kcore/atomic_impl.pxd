@@ -12,6 +12,13 @@ cdef extern from "atomic_impl.h" nogil:
     void kc_store_int(int* p, int v)
     int kc_load_int_acquire(const int* p)
     void kc_store_int_release(int* p, int v)
+    int kc_xchg_int(int* p, int v)               # the old value
+    bint kc_cas_int(int* p, int expected, int v)  # 1 if *p was expected (now v)
+    # The same for bint fields (a C int; Cython types their address bool*)
+    int kc_load_flag "kc_load_int"(const bint* p)
+    void kc_store_flag "kc_store_int"(bint* p, int v)
+    int kc_xchg_flag "kc_xchg_int"(bint* p, int v)
+    bint kc_cas_flag "kc_cas_int"(bint* p, int expected, int v)
     int64_t kc_load_i64(const int64_t* p)
     void kc_store_i64(int64_t* p, int64_t v)
     int64_t kc_add_i64(int64_t* p, int64_t v)

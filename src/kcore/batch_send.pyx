@@ -15,6 +15,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memset
 
+from kcore.atomic_impl cimport kc_load_flag, kc_load_int_acquire, kc_store_flag, kc_store_ssize
 from kcore.batch_columns cimport Columns, free_columns, next_record, read_columns
 from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner, partition_for_key
@@ -284,8 +285,9 @@ cdef class _Call:
 
     # -- batches (GIL) ----------------------------------------------------------------------
     cdef ProducerBatch _holdable(self, PartitionQueue dq):
+        """The partition's open last batch, now held by this call (its hold), or None."""
         cdef ProducerBatch batch = dq.last()
-        if batch is None or batch.closed or batch.appending:
+        if batch is None or not dq.claim(batch):
             return None
         return batch
 
@@ -312,18 +314,16 @@ cdef class _Call:
                     rc = pool.acquire_raw(need, max_block_ms, &mem)
             if rc != BP_OK:
                 _raise_pool(rc, need, self.path.max_block_ms)
-            if acc._closed:
+            if kc_load_flag(&acc._closed):
                 pool.release_raw(mem, need)
                 raise IllegalStateError("Producer closed while send in progress")
             batch = self._holdable(dq)
             if batch is not None:  # another thread made one while this one waited
                 pool.release_raw(mem, need)
             else:
-                batch = acc._new_batch(dq, self.info.tps[part], mem, need)
+                batch = acc._new_batch(dq, self.info.tps[part], mem, need)  # held
                 new = True
-        # Held from here: no Python code ran since the checks above (the Sender thread could
-        # have drained the batch), and drain() leaves it from now on.
-        batch.appending = True
+        # Held from here (claim, or new): drain() and other writers leave it until _release.
         Py_INCREF(batch)
         slot = &self.slots[part]
         slot.batch, slot.builder = <PyObject*>batch, <PyObject*>batch.builder
@@ -335,7 +335,7 @@ cdef class _Call:
 
     cdef int _widen(self, int part) except -1:
         """Slots for the topic's partitions now (another thread's metadata update grew it)."""
-        cdef int n = self.info.num_partitions
+        cdef int n = kc_load_int_acquire(&self.info.num_partitions)
         cdef Slot* grown
         if n > self.nparts:
             grown = <Slot*>realloc(self.slots, n * sizeof(Slot))
@@ -362,7 +362,7 @@ cdef class _Call:
         return 0
 
     cdef int _roll(self, int part) except -1:
-        (<ProducerBatch>self.slots[part].batch).closed = True
+        kc_store_flag(&(<ProducerBatch>self.slots[part].batch).closed, 1)
         if part == self.partitioner.sticky:
             self.rolled = True
         return self._release(part)
@@ -379,7 +379,7 @@ cdef class _Call:
         try:
             if count:
                 batch.record_count += <int32_t>count
-                batch.size += slot.added
+                kc_store_ssize(&batch.size, batch.size + slot.added)
                 if not batch.add_segment_c(self.future, slot.ordinal, rank, count):
                     self.future._range_done(part, rank, count, batch.result.error or KafkaError(
                         "the batch was aborted while records were appended"))
@@ -436,7 +436,7 @@ cdef class BatchSendPath:
         call.future = future
         if n:
             call.info = self._topic(topic, top)
-            call.nparts = call.key_parts = call.info.num_partitions
+            call.nparts = call.key_parts = kc_load_int_acquire(&call.info.num_partitions)
             call.partitioner = call.info.partitioner
             call.slots = <Slot*>calloc(call.nparts, sizeof(Slot))
             if call.slots == NULL:
@@ -448,16 +448,17 @@ cdef class BatchSendPath:
         return future
 
     def _topic(self, topic, int64_t top):
+        cdef TopicInfo info
         acc = self.accumulator
         part = top if top >= 0 else None
         info = acc.topic_info(topic)
-        if info is None or top >= info.num_partitions:
+        if info is None or top >= kc_load_int_acquire(&info.num_partitions):
             try:
                 self.wait_on_metadata(topic, part, self.max_block_ms)
             except KafkaTimeoutError as e:
                 raise KafkaTimeoutError("send_batch: %s; no records were appended" % (e,)) \
                     from e
             info = acc.topic_info(topic)
-            if info is None or top >= info.num_partitions:
+            if info is None or top >= kc_load_int_acquire(&info.num_partitions):
                 raise _not_in_metadata(topic, part)
         return info

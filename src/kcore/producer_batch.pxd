@@ -1,29 +1,37 @@
 # ProducerBatch (see producer_batch.pyx): cimported by record_accumulator.
 #
 # Threads (the one place these rules are written; producer_batch.pyx points here):
-# - appending: set and cleared with the GIL by a writer: send() for a record over 64 KiB (its
-#   copy), or a send_batch call (its walk). While set, only that writer touches builder and the
-#   memory (mem, mem_size), with or without the GIL; every other thread leaves the batch:
-#   append_c/try_append, growth_size/grow_into (a waiting send()), drain()'s
-#   ReadyDrain._drainable and RecordAccumulator._take, expired_batches. The Sender reads it
-#   without the GIL under the queue's lock (ReadyDrain._drainable); a stale read is checked
-#   again with the GIL in _take.
-# - mem, mem_size: replaced by grow() (the writer, or the appending thread), or by grow_into (a
-#   caller holding the GIL, never while appending); given back once by release_memory (GIL). A
-#   batch completed while appending defers that to end_append (release_deferred).
+# - appending (the hold): 0 free, HELD while one writer fills the batch (a send() append, a
+#   send_batch call, with or without the GIL), HELD_RELEASED when it completed meanwhile (its
+#   memory goes back at end_append). Taken by PartitionQueue.claim (free-threaded: under the
+#   queue's lock, against the Sender's take, which closes the batch under that lock), given
+#   back by end_append (an atomic exchange). While held only the holder touches builder, mem,
+#   mem_size, record_count, size, segments; every other thread leaves the batch (drain(),
+#   expiry, a waiting send()'s growth_size/grow_into). Read atomically everywhere.
+# - closed, starved: atomic (kc_load_int/kc_store_int): set by the holder (no room), by the
+#   Sender's take (under the queue's lock) and by build(); read by the Sender's GIL-free scans
+#   under the queue's lock as hints (a stale one delays a batch by one loop).
+# - mem, mem_size: replaced by grow()/grow_into()/_move_into (the holder, or a caller whose
+#   claim succeeded); given back once by release_memory.
+# - topic_partition, batch_size, max_size, result: set in __init__, then read-only. builder:
+#   the holder's; set to None by build() (the Sender, after the take).
 # - pool: set by attach, kept until __dealloc__ (no_gc_clear: the collector never clears it).
-# - record_count, size, segments: the GIL; a send_batch call adds its records when it lets go.
-# - closed, starved, attempts, last_attempt_ms, created_ms, base_sequence, seq_producer_*:
-#   written with the GIL (attempts, last_attempt_ms and the sequence by the Sender only); read
-#   without the GIL by the Sender's scans under the queue's lock: closed/starved are hints (a
-#   stale one delays a batch by one loop), the others have the Sender as their only writer.
-# - everything else: the GIL.
-# nogil: is_full_c, is_grown_c (any thread; builder.pos is a hint, record_batch_builder.pxd).
+# - attempts, last_attempt_ms, base_sequence, seq_producer_*, payload, drained_ms: the Sender
+#   thread only, once the batch is out of its queue (or at its head, under the queue's lock).
+#   created_ms: set before the batch is in a queue, then read-only.
+# - A batch is published by PartitionQueue.insert_c (under the queue's lock): what was written
+#   before is seen by every thread that reaches it through the queue.
+# nogil: is_full_c, is_grown_c (any thread; builder.pos is atomic, record_batch_builder.pxd).
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.buffer_pool cimport BufferPool
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult
 from kcore.record_batch_builder cimport RecordBatchBuilder
+
+
+cdef enum:
+    HELD = 1             # appending: one writer holds the batch
+    HELD_RELEASED = 2    # and the batch completed meanwhile
 
 
 # A sealed uncompressed batch in its pool memory, exported read-only (the batch's payload).
@@ -55,10 +63,9 @@ cdef class ProducerBatch:
     cdef readonly int32_t seq_producer_epoch
     cdef public bint closed
     cdef public bint starved           # a record did not fit and the pool had no room to grow
-    cdef public bint appending         # a writer fills it (maybe without the GIL): hands off
+    cdef public bint appending         # the hold: 0, HELD or HELD_RELEASED (above)
     cdef public list segments          # send_batch calls' records in it: (future, ordinal,
                                        # rank, count); told on completion
-    cdef bint release_deferred         # completed while appending: free at end_append
     cdef public object drained_ms
     cdef BufferPool pool
     cdef uint8_t* mem
@@ -69,27 +76,28 @@ cdef class ProducerBatch:
     cdef void release_memory(self) noexcept
     cdef object _seal_in_place(self)
     # The buffer size a record of size bytes asks to grow to (GROWTH times, at least enough,
-    # capped at max_size); 0 if the batch cannot grow to take it (closed, max_size, or
-    # ``appending``: another thread's writer holds it).
+    # capped at max_size); 0 if the batch cannot grow to take it (closed, max_size, or held
+    # by a writer). _growth: the same for the holder.
     cdef Py_ssize_t growth_size(self, Py_ssize_t size) noexcept
     cdef Py_ssize_t _growth(self, Py_ssize_t size) noexcept   # growth_size for its writer
     # The writer (its own append, or the send_batch call that set ``appending``): a record of
     # at most size bytes did not fit: move to a bigger slab from the pool (GROWTH times, else
     # twice, capped at max_size) without waiting. 1 if it did (the record fits now), else 0.
     cdef int grow(self, Py_ssize_t size) except -1
-    # Another caller: move into mem (cap bytes from the pool, waited for by the caller): 1, or
-    # 0 when the batch can no longer grow or is ``appending`` (mem is given back).
+    # A caller not holding it: move into mem (cap bytes from the pool, waited for by the
+    # caller): 1, or 0 when the batch can no longer grow or is held (mem is given back).
     cdef int grow_into(self, uint8_t* mem, Py_ssize_t cap) except -1
     cdef int _move_into(self, uint8_t* mem, Py_ssize_t cap) except -1
     # Closed, or batch_size bytes written (sendable; it may still grow while open).
     cdef bint is_full_c(self) noexcept nogil
     # Closed, or max_size bytes written: done growing (sendable to a node already busy).
     cdef bint is_grown_c(self) noexcept nogil
-    # The writer that set ``appending`` is done (frees the memory if it completed meanwhile).
+    # The holder is done (frees the memory if the batch completed meanwhile).
     cdef void end_append(self) noexcept
     # Note records of a send_batch call (see add_segment); False if the batch completed.
     cdef bint add_segment_c(self, object future, int32_t ordinal, int64_t rank, int64_t count)
-    # One record (klen/vlen < 0: null; headers pre-encoded); None if it does not fit.
+    # One record (klen/vlen < 0: null; headers pre-encoded); None if it does not fit. The
+    # caller holds the batch (PartitionQueue.claim), or nobody else can reach it yet.
     cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
                                        const uint8_t* value, Py_ssize_t vlen,
                                        const uint8_t* headers, Py_ssize_t hlen, int32_t hcount,

@@ -8,6 +8,8 @@ from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABL
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
+from kcore.atomic_impl cimport (kc_cas_flag, kc_load_flag, kc_load_ssize, kc_store_flag,
+                                kc_store_ssize, kc_xchg_flag)
 from kcore.buffer_pool cimport BP_OK, BufferPool
 from kcore.crc cimport crc32c_update
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
@@ -108,11 +110,9 @@ cdef int _append(ProducerBatch b, int64_t ts, const uint8_t* key, Py_ssize_t kle
                  const uint8_t* value, Py_ssize_t vlen, const uint8_t* headers, Py_ssize_t hlen,
                  int32_t hcount, Py_ssize_t size) noexcept:
     cdef int rc
-    if size > (1 << 16):  # big copies run without the GIL; drain() skips the batch
-        b.appending = True
+    if size > (1 << 16):  # big copies run without the GIL (the caller holds the batch)
         with nogil:
             rc = b.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
-        b.end_append()
         return rc
     return b.builder.append_raw(ts, key, klen, value, vlen, headers, hlen, hcount)
 
@@ -141,8 +141,9 @@ cdef class ProducerBatch:
         self.builder.attach(mem, size)
 
     cdef void release_memory(self) noexcept:
-        if self.appending:  # a writer is copying into it: it frees the memory when done
-            self.release_deferred = True
+        # Held by a writer (appending 1): it frees the memory when done (end_append).
+        if kc_cas_flag(&self.appending, HELD, HELD_RELEASED) or \
+                kc_load_flag(&self.appending) == HELD_RELEASED:
             return
         if self.mem != NULL:
             self.pool.release_raw(self.mem, self.mem_size)
@@ -151,14 +152,14 @@ cdef class ProducerBatch:
             (<MemoryRecords>self.payload).release()
 
     cdef Py_ssize_t growth_size(self, Py_ssize_t size) noexcept:
-        if self.appending:  # its writer may be copying into the memory without the GIL
+        if kc_load_flag(&self.appending):  # its writer may be copying into the memory
             return 0
         return self._growth(size)
 
     cdef Py_ssize_t _growth(self, Py_ssize_t size) noexcept:
         cdef Py_ssize_t written, cap
-        if self.closed or self.mem == NULL or self.builder is None or self.release_deferred \
-                or self.result.is_done:
+        if kc_load_flag(&self.closed) or self.mem == NULL or self.builder is None or \
+                kc_load_flag(&self.appending) == HELD_RELEASED or self.result.is_done:
             return 0
         written = self.builder.pos
         if written + size > self.max_size:
@@ -180,7 +181,7 @@ cdef class ProducerBatch:
         return self._move_into(mem, cap)
 
     cdef int grow_into(self, uint8_t* mem, Py_ssize_t cap) except -1:
-        if self.appending:  # another thread's writer holds it: leave it where it is
+        if kc_load_flag(&self.appending):  # another thread's writer holds it: leave it
             self.pool.release_raw(mem, cap)
             return 0
         return self._move_into(mem, cap)
@@ -192,29 +193,27 @@ cdef class ProducerBatch:
             return 0
         self.pool.release_raw(self.mem, self.mem_size)
         self.mem, self.mem_size = mem, cap
-        self.starved = False
+        kc_store_flag(&self.starved, 0)
         return 1
 
     cdef bint is_full_c(self) noexcept nogil:
-        return self.closed or self.starved or self.builder is None or \
-            self.builder.pos >= self.batch_size
+        return kc_load_flag(&self.closed) or kc_load_flag(&self.starved) or \
+            self.builder is None or kc_load_ssize(&self.builder.pos) >= self.batch_size
 
     def is_full(self):
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
         return self.is_full_c()
 
     cdef bint is_grown_c(self) noexcept nogil:
-        return self.closed or self.starved or self.builder is None or \
-            self.builder.pos >= self.max_size
+        return kc_load_flag(&self.closed) or kc_load_flag(&self.starved) or \
+            self.builder is None or kc_load_ssize(&self.builder.pos) >= self.max_size
 
     def is_grown(self):
         """Done growing: closed, or max_size bytes written (sendable to a busy node)."""
         return self.is_grown_c()
 
     cdef void end_append(self) noexcept:
-        self.appending = False
-        if self.release_deferred:
-            self.release_deferred = False
+        if kc_xchg_flag(&self.appending, 0) == HELD_RELEASED:
             self.release_memory()
 
     cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
@@ -223,7 +222,7 @@ cdef class ProducerBatch:
                                        int64_t key_size, int64_t value_size,
                                        int64_t header_size, Py_ssize_t size):
         cdef int rc
-        if self.closed or self.appending:
+        if kc_load_flag(&self.closed):
             return None
         rc = _append(self, ts, key, klen, value, vlen, headers, hlen, hcount, size)
         if rc == RBB_FULL and self.grow(size):
@@ -231,12 +230,12 @@ cdef class ProducerBatch:
         if rc != RBB_APPENDED:
             if rc != RBB_FULL:
                 raise ValueError("record cannot be encoded (error %d)" % rc)
-            if self.growth_size(size):
-                self.starved = True  # sendable as if full; grows if room comes first
+            if self._growth(size):  # sendable as if full; grows if room comes first
+                kc_store_flag(&self.starved, 1)
             else:
-                self.closed = True
+                kc_store_flag(&self.closed, 1)
             return None
-        self.size += size
+        kc_store_ssize(&self.size, self.size + size)  # read by the Sender's take
         self.record_count += 1
         return new_future(self.result, self.record_count - 1, ts, key_size, value_size,
                           header_size)
@@ -262,14 +261,14 @@ cdef class ProducerBatch:
 
     def close(self):
         """No more appends (the Sender drained it, or the next record did not fit)."""
-        self.closed = True
+        kc_store_flag(&self.closed, 1)
 
     def build(self, int64_t producer_id=-1, int producer_epoch=-1, int32_t base_sequence=-1,
               bint transactional=False):
         """The bytes to send. Built once: a retry resends the same records, restamped only if
         the producer id changed in between. transactional: the batch's attribute bit (set at
         the first build)."""
-        self.closed = True
+        kc_store_flag(&self.closed, 1)
         if self.payload is None:
             if transactional:
                 self.builder.attrs |= TRANSACTIONAL_BIT

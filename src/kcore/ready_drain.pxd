@@ -4,18 +4,20 @@
 #
 # Threads (the one place these rules are written for the fields below; ready_drain.pyx points
 # here, the accumulator's other fields are in record_accumulator.pxd):
-# - _queues, _nqueues, _queues_cap: grown by caller threads (RecordAccumulator._queue) with the
-#   GIL and _queues_lock; read with the GIL, or without it under _queues_lock (_scan, _select).
-#   The array borrows the queues from the accumulator's _deques, which keeps them while it lives.
+# - _queues, _nqueues, _queues_cap: grown by caller threads (RecordAccumulator._queue) under
+#   _queues_lock, and read under it (_scan, _select, _queue_at); _nqueues is also atomic
+#   (_queue_count: a count that only grows). The array borrows the queues from the
+#   accumulator's _deques, which keeps them while it lives: a pointer read under the lock stays
+#   good after it.
 # - _drain_index: the Sender thread only (also without the GIL, in _select).
-# - _closed, _flushes: written with the GIL, read without it by the Sender's scan (_sendable):
-#   hints, a stale one delays a batch by one loop.
+# - _closed, _flushes: atomic; read by the Sender's scan (_sendable) as hints, a stale one
+#   delays a batch by one loop.
 # - linger_ms, retry_backoff_ms, pool: set in RecordAccumulator.__init__, then read-only (also
 #   without the GIL).
 # - Each queue's leader and transaction manager entry, read here without the GIL, are set by
 #   the Sender thread before the choice (RecordAccumulator._refresh_leaders, _give_entries).
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
-# nogil: _scan, _select (they take _queues_lock, then each queue's lock around its reads);
+# nogil: _queue_at, _queue_count (any thread); _scan, _select (they take _queues_lock, then each queue's lock around its reads);
 #   _scan_queue, _sendable, _drainable (with the queue's lock held); _ready_select: the Sender
 #   thread only.
 from cpython.ref cimport PyObject
@@ -38,7 +40,7 @@ ctypedef struct ReadyScan:
 cdef class ReadyDrain:
     cdef public int64_t linger_ms, retry_backoff_ms
     cdef public BufferPool pool
-    cdef int _flushes
+    cdef int64_t _flushes
     cdef bint _closed
     cdef Py_ssize_t _drain_index
     # Every PartitionQueue in creation order (borrowed from the accumulator's _deques), for
@@ -48,6 +50,8 @@ cdef class ReadyDrain:
     cdef PyObject** _queues
     cdef Py_ssize_t _nqueues, _queues_cap
 
+    cdef PyObject* _queue_at(self, Py_ssize_t i) noexcept nogil   # borrowed; i < count
+    cdef Py_ssize_t _queue_count(self) noexcept nogil
     cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
                     ReadyScan* out) noexcept nogil
     cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,

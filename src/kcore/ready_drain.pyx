@@ -13,6 +13,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free
 
+from kcore.atomic_impl cimport kc_load_flag, kc_load_i64, kc_load_ssize
 from kcore.fork_impl cimport kc_fork_install, kc_fork_track, kc_fork_untrack
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch
@@ -61,6 +62,16 @@ cdef class ReadyDrain:
         kc_fork_untrack(&self._fork_obj)
         free(self._queues)
         kc_mutex_destroy(&self._queues_lock)
+
+    cdef PyObject* _queue_at(self, Py_ssize_t i) noexcept nogil:
+        cdef PyObject* dq
+        kc_mutex_lock(&self._queues_lock)  # a caller may be moving the array
+        dq = self._queues[i]
+        kc_mutex_unlock(&self._queues_lock)
+        return dq
+
+    cdef Py_ssize_t _queue_count(self) noexcept nogil:
+        return kc_load_ssize(&self._nqueues)
 
     # -- ready() ---------------------------------------------------------------------------
     cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
@@ -116,7 +127,8 @@ cdef class ReadyDrain:
             (<ProducerBatch>first).is_full_c()
         return ((<PartitionQueue>dq).count > 1 or full or
                 now - (<ProducerBatch>first).last_attempt_ms >= self.linger_ms or
-                self.pool.nwaiters > 0 or self._closed or self._flushes > 0)
+                self.pool.nwaiters > 0 or kc_load_flag(&self._closed) or
+                kc_load_i64(&self._flushes) > 0)
 
     # -- drain() ---------------------------------------------------------------------------
     cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
@@ -151,7 +163,7 @@ cdef class ReadyDrain:
         if not (<PartitionQueue>dq).count or (<PartitionQueue>dq).muted:
             return False
         first = (<PartitionQueue>dq).at(0)
-        if (<ProducerBatch>first).appending:
+        if kc_load_flag(&(<ProducerBatch>first).appending):
             return False
         if (<ProducerBatch>first).attempts > 0:
             if now - (<ProducerBatch>first).last_attempt_ms < self.retry_backoff_ms:

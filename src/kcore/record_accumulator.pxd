@@ -4,13 +4,21 @@
 # _closed, _flushes, _drain_index, _queues...): their rules are written there.
 #
 # Threads (the one place these rules are written; record_accumulator.pyx points here):
-# - _topics, _deques, _incomplete, _seeds and the TopicInfo objects: the GIL (caller threads
-#   and the Sender). _deques keeps the queues that ReadyDrain._queues borrows.
+# - _topics, _deques, _incomplete: dicts and a set, each operation atomic (also free-threaded);
+#   no sequence of them relies on another thread waiting: a queue per tp is kept by
+#   _deques.setdefault (the one published to _queues), complete() removes a batch from
+#   _incomplete once. _deques keeps the queues that ReadyDrain._queues borrows.
+# - TopicInfo: made and updated under _topics_lock (_update_topic). tps and deques only grow,
+#   in place; num_partitions (store-release after them) and version are atomic: readers
+#   without the lock load num_partitions (kc_load_int_acquire) and index the lists below it.
+#   partitioner: set once. _seeds: under _topics_lock.
 # - _leaders_of, _nleaders, _nentries: the Sender thread only. A queue counts in
 #   _nleaders/_nentries only once its leader / transaction manager entry is set: making one
 #   may let another thread add queues.
 # - batch_size, batch_max_size, delivery_timeout_ms, tm, metadata, compression_type: set in
 #   __init__, then read-only (also without the GIL).
+# - Appends (_append): under the queue's append_lock (partition_queue.pxd), holding the batch
+#   they fill (its `appending`, producer_batch.pxd); _new_batch returns its batch held.
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
@@ -48,6 +56,7 @@ cdef class RecordAccumulator(ReadyDrain):
     cdef public object metadata
     cdef public TransactionManager tm  # idempotence's sequences, or None
     cdef dict _topics, _deques         # topic -> TopicInfo, tp -> PartitionQueue
+    cdef object _topics_lock           # an RLock: _topics' updates, one at a time
     cdef set _incomplete
     cdef object _seeds   # random.Random(seed) for the partitioners' seeds, or None
     cdef object _leaders_of            # the cluster the queues' leaders come from
@@ -57,6 +66,7 @@ cdef class RecordAccumulator(ReadyDrain):
     cdef PartitionQueue _queue(self, object tp)
     cdef int _refresh_leaders(self, object cluster) except -1
     cdef TopicInfo _topic_info(self, str topic)
+    cdef TopicInfo _update_topic(self, str topic, int64_t version)
     # After a null-key append: the partitioner switches once the partition's batches are full.
     cdef int _update_partition_info(self, TopicInfo info, int partition,
                                     Py_ssize_t appended_bytes) except -1

@@ -14,21 +14,27 @@ Both keep the GIL below _NOGIL_QUEUES queues, where the scan is shorter than tak
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.object cimport PyTypeObject, newfunc
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport PyObject
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 
+from kcore.atomic_impl cimport (kc_add_i64, kc_load_flag, kc_load_i64, kc_load_int_acquire,
+                                kc_load_ssize, kc_store_flag, kc_store_i64, kc_store_int_release,
+                                kc_store_ssize)
 from kcore.buffer_pool cimport BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE
 from kcore.builtin_partitioner cimport BuiltInPartitioner
+from kcore.ft_impl cimport kc_ft_enter, kc_ft_exit
 from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
-from kcore.producer_batch cimport ProducerBatch
+from kcore.producer_batch cimport HELD, ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 from kcore.ready_drain cimport ReadyDrain, ReadyScan
 from kcore.sync_impl cimport kc_mutex_lock, kc_mutex_unlock
 from kcore.transaction_manager cimport TransactionManager
 
 import random
+import threading
 import time
 
 from kcore.buffer_pool import BufferPool as _BufferPool
@@ -46,6 +52,9 @@ cdef enum:
     _NOGIL_QUEUES = 512
 # ReadyCheckResult(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)): made
 # in C instead, as kcore.future makes RecordMetadata
+cdef extern from "Python.h":
+    void _decref "Py_DECREF"(PyObject* o)
+
 cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
 cdef type _ReadyCheckResult = ReadyCheckResult
 
@@ -66,13 +75,46 @@ cdef class TopicInfo:
         self.partitioner = partitioner
 
 
-cdef int _insert_in_order(PartitionQueue dq, ProducerBatch batch) except -1:
-    cdef Py_ssize_t i = 0
-    if batch.base_sequence >= 0:
-        while i < dq.count and (<ProducerBatch>dq.at(i)).base_sequence >= 0 and \
-                (<ProducerBatch>dq.at(i)).base_sequence < batch.base_sequence:
-            i += 1
-    return dq.insert_c(i, batch)
+cdef struct _Rec:  # a record for _append's helpers
+    int64_t ts
+    const uint8_t* kp
+    const uint8_t* vp
+    const uint8_t* hp
+    Py_ssize_t kl, vl, hl, size
+    int32_t hcount
+    int64_t header_size
+
+
+cdef FutureRecordMetadata _append_held(ProducerBatch batch, _Rec* r, int* flags):
+    """The record into a batch this thread holds (None: no room); APPEND_FULL if it filled it."""
+    cdef bint was_full = batch.is_full_c()
+    future = batch.append_c(r.ts, r.kp, r.kl, r.vp, r.vl, r.hp, r.hl, r.hcount, r.kl, r.vl,
+                            r.header_size, r.size)
+    if future is not None and not was_full and batch.is_full_c():
+        flags[0] |= APPEND_FULL
+    return future
+
+
+cdef FutureRecordMetadata _append_to(PartitionQueue dq, ProducerBatch batch, _Rec* r,
+                                     int* flags, uint8_t** mem, Py_ssize_t got,
+                                     Py_ssize_t need):
+    """Hold batch and append (None: held by another writer, closed, or no room); with mem, it
+    first grows into mem (got bytes, more than need) if it can: mem then is its, or given back
+    (NULL either way)."""
+    if not dq.claim(batch):
+        return None
+    try:
+        if mem != NULL and got > need and batch._growth(r.size):
+            batch._move_into(mem[0], got)
+            mem[0] = NULL
+        return _append_held(batch, r, flags)
+    finally:
+        batch.end_append()
+
+
+cdef int _reentered(tp) except -1:
+    raise IllegalStateError("send() to %s came back in on the thread appending to it (from a "
+                            "finalizer the collector ran?)" % (tp,))
 
 
 cdef class RecordAccumulator(ReadyDrain):
@@ -90,33 +132,35 @@ cdef class RecordAccumulator(ReadyDrain):
         self.metadata = metadata
         self.tm = transaction_manager
         self._topics, self._deques, self._incomplete = {}, {}, set()
+        self._topics_lock = threading.RLock()
         self._seeds = None if seed is None else random.Random(seed)
 
     # -- partition queues --------------------------------------------------------------------
     cdef PartitionQueue _queue(self, object tp):
         cdef PartitionQueue dq = self._deques.get(tp)
         cdef PyObject** grown = NULL
-        cdef Py_ssize_t cap = self._queues_cap
+        cdef Py_ssize_t cap
         if dq is not None:
             return dq
-        dq = PartitionQueue(tp)  # may run the collector, and so another thread:
-        other = self._deques.get(tp)
-        if other is not None:    # which made the queue meanwhile
-            return other
-        if self._nqueues == cap:
-            cap = cap * 2 if cap else 16
-            grown = <PyObject**>malloc(cap * sizeof(PyObject*))
-            if grown == NULL:
-                raise MemoryError()
-        self._deques[tp] = dq  # holds the reference _queues borrows
+        # One queue per tp whatever other threads do meanwhile (making one may run the
+        # collector): the one setdefault keeps is the one published to _queues.
+        mine = PartitionQueue(tp)
+        dq = self._deques.setdefault(tp, mine)  # holds the reference _queues borrows
+        if dq is not mine:
+            return dq
         kc_mutex_lock(&self._queues_lock)
-        if grown != NULL:
+        if self._nqueues == self._queues_cap:
+            cap = self._queues_cap * 2 if self._queues_cap else 16
+            grown = <PyObject**>malloc(cap * sizeof(PyObject*))  # C only under the lock
+            if grown == NULL:
+                kc_mutex_unlock(&self._queues_lock)
+                raise MemoryError()
             for i in range(self._nqueues):
                 grown[i] = self._queues[i]
             free(self._queues)
             self._queues, self._queues_cap = grown, cap
         self._queues[self._nqueues] = <PyObject*>dq
-        self._nqueues += 1
+        kc_store_ssize(&self._nqueues, self._nqueues + 1)
         kc_mutex_unlock(&self._queues_lock)
         return dq
 
@@ -127,8 +171,8 @@ cdef class RecordAccumulator(ReadyDrain):
         if cluster is not self._leaders_of:
             self._leaders_of, self._nleaders = cluster, 0
         leader_for = cluster.leader_for_partition
-        while self._nleaders < self._nqueues:  # re-read: a caller may add queues meanwhile
-            dq = <PartitionQueue>self._queues[self._nleaders]
+        while self._nleaders < self._queue_count():  # callers may add queues meanwhile
+            dq = <PartitionQueue>self._queue_at(self._nleaders)
             leader = leader_for(dq.tp)
             dq.leader = -1 if leader is None or leader < 0 else leader
             self._nleaders += 1
@@ -143,7 +187,8 @@ cdef class RecordAccumulator(ReadyDrain):
 
     @property
     def muted(self):
-        return frozenset(dq.tp for dq in self._deques.values() if (<PartitionQueue>dq).muted)
+        return frozenset(dq.tp for dq in list(self._deques.values())
+                         if (<PartitionQueue>dq).muted)
 
     # -- topics and their partitioners ------------------------------------------------------
     def topic_info(self, str topic):
@@ -152,32 +197,40 @@ cdef class RecordAccumulator(ReadyDrain):
     cdef TopicInfo _topic_info(self, str topic):
         cdef int64_t version = self.metadata.version
         cdef TopicInfo info = self._topics.get(topic)
+        if info is not None and kc_load_i64(&info.version) == version:
+            return info if kc_load_int_acquire(&info.num_partitions) else None
+        with self._topics_lock:
+            return self._update_topic(topic, version)
+
+    cdef TopicInfo _update_topic(self, str topic, int64_t version):
+        """_topic_info's update, under _topics_lock (an RLock: a finalizer the collector runs
+        while a queue is made may come back in, and finds the lists as far as they got)."""
+        cdef TopicInfo info = self._topics.get(topic)
+        cdef Py_ssize_t i
         cdef int count
-        if info is not None and info.version == version:
+        if info is None:
+            info = TopicInfo(topic, BuiltInPartitioner(
+                topic, self.batch_size,
+                None if self._seeds is None else self._seeds.getrandbits(64)))
+            self._topics[topic] = info
+        elif info.version >= version:  # another thread was first, or newer metadata
             return info if info.num_partitions else None
         cluster = self.metadata.cluster
-        if info is None:
-            info = self._topics.setdefault(topic, TopicInfo(topic, BuiltInPartitioner(
-                topic, self.batch_size,
-                None if self._seeds is None else self._seeds.getrandbits(64))))
         parts = cluster.partitions_for_topic(topic)
         count = max(parts) + 1 if parts else 0
-        # Making a queue may let another thread in here, or read the lists: new ones, then
-        # published together with no Python code between, unless newer metadata was meanwhile.
-        tps, deques = list(info.tps), list(info.deques)
-        while len(deques) < count:
-            tp = TopicPartition(topic, len(deques))
+        # The lists only grow, in place (readers index them without the lock, below
+        # num_partitions): tps first, then deques.
+        while len(info.deques) < count:
+            i = len(info.deques)
+            tp = TopicPartition(topic, i)
             dq = self._queue(tp)
-            tps.append(tp)
-            deques.append(dq)
+            if len(info.deques) == i:
+                info.tps.append(tp)
+                info.deques.append(dq)
         available = sorted(cluster.available_partitions_for_topic(topic) or parts or ())
-        if version < info.version:
-            return info if info.num_partitions else None
-        if len(deques) > len(info.deques):
-            info.tps, info.deques = tps, deques
-        info.num_partitions = count
         info.partitioner._update_partitions(available, count)
-        info.version = version
+        kc_store_int_release(&info.num_partitions, count)
+        kc_store_i64(&info.version, version)
         return info if count else None
 
     def update_partition_info(self, TopicInfo info, int partition, Py_ssize_t appended_bytes):
@@ -187,9 +240,11 @@ cdef class RecordAccumulator(ReadyDrain):
                                     Py_ssize_t appended_bytes) except -1:
         cdef BuiltInPartitioner partitioner = info.partitioner
         cdef PartitionQueue dq
+        cdef ProducerBatch batch
         if partitioner._add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if dq.count != 1 or dq.last().is_full_c():  # all full
+            batch = dq.last()
+            if batch is None or dq.size_c() != 1 or batch.is_full_c():  # all full
                 partitioner._switch_from(partition)
         return 0
 
@@ -229,55 +284,61 @@ cdef class RecordAccumulator(ReadyDrain):
             vp, vl = <const uint8_t*>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
         if hbytes is not None:
             hp, hl = <const uint8_t*>PyBytes_AS_STRING(hbytes), PyBytes_GET_SIZE(hbytes)
-        cdef bint was_full
+        cdef _Rec r
+        r.ts, r.kp, r.kl, r.vp, r.vl, r.hp, r.hl = ts, kp, kl, vp, vl, hp, hl
+        r.hcount, r.header_size, r.size = hcount, header_size, size
+        cdef Py_ssize_t want = 0
         cdef double deadline
-        if dq.count:
+        if kc_ft_enter(&dq.append_lock) < 0:
+            _reentered(tp)
+        try:
             batch = dq.last()
-            was_full = batch.is_full_c()
-            future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size,
-                                    size)
-            if future is not None:
-                if not was_full and batch.is_full_c():
-                    flags[0] = APPEND_FULL
-                return future
-        if abort_on_new_batch:
-            flags[0] = APPEND_ABORTED
-            return None
+            if batch is not None:
+                future = _append_to(dq, batch, &r, flags, NULL, 0, 0)
+                if future is not None:
+                    return future
+                want = batch.growth_size(size)
+            if abort_on_new_batch:
+                flags[0] = APPEND_ABORTED
+                return None
+        finally:
+            kc_ft_exit(&dq.append_lock)
         # No room: take memory, waiting without the GIL only if the pool is short (letting the
         # GIL go on every new batch hands it to the other caller threads), then retry. A wait
         # is for the room the open batch needs to grow, if it can: under memory pressure
         # batches keep growing (and requests stay full) rather than close small.
         need = max(self.batch_size, RBB_HEADER_SIZE + size)
-        got = need
-        if dq.count:
-            got = min((<ProducerBatch>dq.last()).growth_size(size), self.pool.total_memory)
+        got = min(want, self.pool.total_memory)
         deadline = _monotonic() * 1000 + max_block_ms  # all waits together: max_block_ms
         got = self._memory(need, max(need, got), max_block_ms, &mem)
-        if dq.count:  # another thread may have made a batch while this one waited
+        if kc_ft_enter(&dq.append_lock) < 0:
+            self.pool.release_raw(mem, got)
+            _reentered(tp)
+        try:
             batch = dq.last()
-            if got > need and batch.growth_size(size):
-                batch.grow_into(mem, got)  # it owns mem now, or gave it back
-                mem = NULL
-            was_full = batch.is_full_c()
+            if batch is not None:  # another thread may have made one while this one waited
+                try:
+                    future = _append_to(dq, batch, &r, flags, &mem, got, need)
+                except BaseException:
+                    if mem != NULL:
+                        self.pool.release_raw(mem, got)
+                    raise
+                if future is not None:
+                    if mem != NULL:
+                        self.pool.release_raw(mem, got)
+                    return future
+                if mem == NULL:  # it grew, and other threads filled it meanwhile
+                    got = self._memory(need, need, max(deadline - _monotonic() * 1000, 0),
+                                       &mem)
+            batch = self._new_batch(dq, tp, mem, got)  # held by this thread
             try:
-                future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl,
-                                        header_size, size)
-            except BaseException:
-                if mem != NULL:
-                    self.pool.release_raw(mem, got)
-                raise
-            if future is not None:
-                if mem != NULL:
-                    self.pool.release_raw(mem, got)
-                if not was_full and batch.is_full_c():
-                    flags[0] = APPEND_FULL
-                return future
-            if mem == NULL:  # it grew, and other threads filled it meanwhile
-                got = self._memory(need, need, max(deadline - _monotonic() * 1000, 0), &mem)
-        batch = self._new_batch(dq, tp, mem, got)
-        future = batch.append_c(ts, kp, kl, vp, vl, hp, hl, hcount, kl, vl, header_size, size)
-        flags[0] = APPEND_NEW_BATCH | (APPEND_FULL if batch.is_full_c() else 0)
-        return future
+                future = _append_held(batch, &r, flags)
+            finally:
+                batch.end_append()
+            flags[0] |= APPEND_NEW_BATCH
+            return future
+        finally:
+            kc_ft_exit(&dq.append_lock)
 
     cdef Py_ssize_t _memory(self, Py_ssize_t need, Py_ssize_t wait_size, double max_block_ms,
                             uint8_t** mem) except -1:
@@ -291,7 +352,7 @@ cdef class RecordAccumulator(ReadyDrain):
                 rc = self.pool.acquire_raw(got, max_block_ms, mem)
         if rc != BP_OK:
             _raise_pool(rc, got, max_block_ms)
-        if self._closed:
+        if kc_load_flag(&self._closed):
             self.pool.release_raw(mem[0], got)
             raise IllegalStateError("Producer closed while send in progress")
         return got
@@ -306,9 +367,10 @@ cdef class RecordAccumulator(ReadyDrain):
             self.pool.release_raw(mem, need)
             raise
         batch.attach(self.pool, mem, need)  # the batch owns mem from here (and frees it)
+        batch.appending = HELD  # the caller's from the start: drain() leaves it
         self._incomplete.add(batch)
         try:
-            dq.insert_c(dq.count, batch)
+            dq.insert_c(PY_SSIZE_T_MAX, batch)
         except BaseException:
             self._incomplete.discard(batch)
             raise
@@ -334,7 +396,7 @@ cdef class RecordAccumulator(ReadyDrain):
         self._refresh_leaders(cluster)
         if draining:
             self._give_entries()
-        n = self._nqueues
+        n = self._queue_count()
         cdef int32_t* nodes = <int32_t*>malloc((n + nbusy + nsend + 1) * sizeof(int32_t))
         cdef int32_t* ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))
         cdef bint* busy_ = <bint*>malloc((n + 1) * sizeof(bint))
@@ -359,7 +421,7 @@ cdef class RecordAccumulator(ReadyDrain):
                                           busy_, tm_, idx)
             args = (({nodes[i] for i in range(scan.nready)},
                       float("inf") if scan.next_delay == INT64_MAX else scan.next_delay,
-                      {(<PartitionQueue>self._queues[scan.unknown[i]]).tp[0]
+                      {(<PartitionQueue>self._queue_at(scan.unknown[i])).tp[0]
                        for i in range(scan.nunknown)}),)
             result = _tuple_new(_ReadyCheckResult, <PyObject*>args, NULL)
             drained = self._take_picked([ids[i] for i in range(nids)], idx, n,
@@ -381,7 +443,7 @@ cdef class RecordAccumulator(ReadyDrain):
         order = list(nodes)
         self._refresh_leaders(cluster)
         self._give_entries()
-        n = self._nqueues
+        n = self._queue_count()
         cdef int32_t* ids = <int32_t*>malloc((nnodes + 1) * sizeof(int32_t))
         cdef bint* busy_ = <bint*>malloc((nnodes + 1) * sizeof(bint))
         cdef Py_ssize_t* idx = <Py_ssize_t*>malloc((2 * n + nnodes + 1) * sizeof(Py_ssize_t))
@@ -407,9 +469,9 @@ cdef class RecordAccumulator(ReadyDrain):
         cdef Py_ssize_t k
         # Re-read _nqueues each time: making an entry may run the collector, whose finalizers
         # may let a caller add a queue; counting it done would leave its entry NULL.
-        while self._nentries < self._nqueues:
+        while self._nentries < self._queue_count():
             if self.tm is not None:
-                dq = <PartitionQueue>self._queues[self._nentries]
+                dq = <PartitionQueue>self._queue_at(self._nentries)
                 dq.entry_ref = self.tm.partition_entry(dq.tp)
                 dq.entry = <PyObject*>dq.entry_ref
             self._nentries += 1
@@ -433,17 +495,15 @@ cdef class RecordAccumulator(ReadyDrain):
         cdef Py_ssize_t j, size = 0
         cdef list batches = []
         for j in range(npicks):
-            dq = <PartitionQueue>self._queues[picks[j]]
-            if not dq.count:
-                continue
-            first = <ProducerBatch>dq.at(0)  # only this thread takes batches off a queue
-            if first.appending:
+            dq = <PartitionQueue>self._queue_at(picks[j])
+            first = dq.front()  # only this thread takes batches off a queue
+            if first is None or kc_load_flag(&first.appending):
                 continue  # a caller took hold of it since the choice
             if batches and size + (len(first.payload) if first.payload is not None
-                                   else first.size) > max_size:
+                                   else kc_load_ssize(&first.size)) > max_size:
                 break
-            dq.pop_front()
-            first.closed = True
+            if not dq.take_head(first):
+                continue  # held since
             try:
                 if self.tm is not None:
                     self.tm.assign_c(first)
@@ -460,7 +520,7 @@ cdef class RecordAccumulator(ReadyDrain):
     def reenqueue(self, ProducerBatch batch, int64_t now):
         batch.attempts += 1
         batch.last_attempt_ms = now
-        _insert_in_order(self._queue(batch.topic_partition), batch)
+        self._queue(batch.topic_partition).insert_c(-1, batch)  # by sequence
 
     def split_and_reenqueue(self, ProducerBatch batch):
         """The halves of a batch the broker refused as too large, back at the head of its deque
@@ -468,42 +528,48 @@ cdef class RecordAccumulator(ReadyDrain):
         cdef PartitionQueue dq = self._queue(batch.topic_partition)
         halves = batch.split(self.batch_size, self.compression_type)
         for half in reversed(halves):
-            _insert_in_order(dq, half)
+            dq.insert_c(-1, half)
         self._incomplete.update(halves)
         return halves
 
     def expired_batches(self, int64_t now):
         cdef list expired = []
         cdef PartitionQueue dq
+        cdef ProducerBatch first
         for dq in list(self._deques.values()):
-            while dq.count and now - (<ProducerBatch>dq.at(0)).created_ms >= \
-                    self.delivery_timeout_ms and not (<ProducerBatch>dq.at(0)).appending:
-                expired.append(dq.pop_front())
+            first = dq.front()
+            while first is not None and now - first.created_ms >= self.delivery_timeout_ms \
+                    and dq.take_head(first):  # (not while a caller holds it)
+                expired.append(first)
+                first = dq.front()
         return expired
 
     def next_expiry_delay(self, int64_t now):
         cdef int64_t oldest = INT64_MAX
         cdef PartitionQueue dq
+        cdef ProducerBatch first
         for dq in list(self._deques.values()):
-            if dq.count:
-                oldest = min(oldest, (<ProducerBatch>dq.at(0)).created_ms)
+            first = dq.front()
+            if first is not None:
+                oldest = min(oldest, first.created_ms)
         return float("inf") if oldest == INT64_MAX else \
             max(oldest + self.delivery_timeout_ms - now, 0)
 
     def complete(self, ProducerBatch batch, base_offset=-1, log_append_time=-1, error=None,
                  record_errors=None):
-        if batch not in self._incomplete:
+        try:
+            self._incomplete.remove(batch)  # once, whichever threads race here
+        except KeyError:
             return
-        self._incomplete.discard(batch)
         batch.done(base_offset, log_append_time, error, record_errors)
         batch.release_memory()
 
     # -- flush and close: the twin's, over this class's state --------------------------------
     def begin_flush(self):
-        self._flushes += 1
+        kc_add_i64(&self._flushes, 1)
 
     def end_flush(self):
-        self._flushes -= 1
+        kc_add_i64(&self._flushes, -1)
 
     def incomplete_results(self):
         return [(<ProducerBatch>b).result for b in list(self._incomplete)]
@@ -512,23 +578,27 @@ cdef class RecordAccumulator(ReadyDrain):
         return bool(self._incomplete)
 
     def has_undrained(self):
-        return any([(<PartitionQueue>dq).count for dq in list(self._deques.values())])
+        return any([(<PartitionQueue>dq).size_c() for dq in list(self._deques.values())])
 
     def undrained_partitions(self):
         """The partitions with batches waiting in their queues."""
-        return [tp for tp, dq in list(self._deques.items()) if (<PartitionQueue>dq).count]
+        return [tp for tp, dq in list(self._deques.items()) if (<PartitionQueue>dq).size_c()]
 
     def take_undrained(self):
         """Every batch waiting in a queue, taken off it (an aborted transaction's)."""
         cdef list taken = []
         cdef PartitionQueue dq
+        cdef PyObject* p
         for dq in list(self._deques.values()):
-            while dq.count:
-                taken.append(dq.pop_front())
+            p = dq._take_front()
+            while p != NULL:
+                taken.append(<object>p)
+                _decref(p)  # the queue's
+                p = dq._take_front()
         return taken
 
     def close(self):
-        self._closed = True
+        kc_store_flag(&self._closed, 1)
 
     def abort_incomplete(self, error, close=True):
         """Fail every batch not completed yet; close=True (the producer is closing) also fails
