@@ -13,6 +13,8 @@
 #   under the queue's lock as hints (a stale one delays a batch by one loop).
 # - mem, mem_size: replaced by grow()/grow_into()/_move_into (the holder, or a caller whose
 #   claim succeeded); given back once by release_memory.
+# - segments: under seg_lock (ft_impl.pxd: the GIL does it on GIL builds), add_segment_c
+#   against done(), which swaps in _TOLD so that no segment is added after the report.
 # - topic_partition, batch_size, max_size, result: set in __init__, then read-only. builder:
 #   the holder's; set to None by build() (the Sender, after the take).
 # - pool: set by attach, kept until __dealloc__ (no_gc_clear: the collector never clears it).
@@ -25,6 +27,7 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.buffer_pool cimport BufferPool
+from kcore.ft_impl cimport kc_ft_lock_t
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult
 from kcore.record_batch_builder cimport RecordBatchBuilder
 
@@ -40,6 +43,8 @@ cdef class MemoryRecords:
     cdef uint8_t* mem
     cdef Py_ssize_t mem_size, size, exports
     cdef bint released           # the batch is done with it: free once no view is left
+    cdef kc_ft_lock_t lock       # exports, released, mem (the views are the Sender's, the
+                                 # release may be a closing thread's); the GIL's job otherwise
 
     cdef void release(self) noexcept
     cdef void _free(self) noexcept
@@ -65,7 +70,8 @@ cdef class ProducerBatch:
     cdef public bint starved           # a record did not fit and the pool had no room to grow
     cdef public bint appending         # the hold: 0, HELD or HELD_RELEASED (above)
     cdef public list segments          # send_batch calls' records in it: (future, ordinal,
-                                       # rank, count); told on completion
+                                       # rank, count); told on completion (under seg_lock)
+    cdef kc_ft_lock_t seg_lock
     cdef public object drained_ms
     cdef BufferPool pool
     cdef uint8_t* mem
@@ -95,7 +101,8 @@ cdef class ProducerBatch:
     # The holder is done (frees the memory if the batch completed meanwhile).
     cdef void end_append(self) noexcept
     # Note records of a send_batch call (see add_segment); False if the batch completed.
-    cdef bint add_segment_c(self, object future, int32_t ordinal, int64_t rank, int64_t count)
+    cdef bint add_segment_c(self, object future, int32_t ordinal, int64_t rank,
+                            int64_t count) except -1
     # One record (klen/vlen < 0: null; headers pre-encoded); None if it does not fit. The
     # caller holds the batch (PartitionQueue.claim), or nobody else can reach it yet.
     cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,

@@ -11,6 +11,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 from kcore.atomic_impl cimport (kc_cas_flag, kc_load_flag, kc_load_ssize, kc_store_flag,
                                 kc_store_ssize, kc_xchg_flag)
 from kcore.buffer_pool cimport BP_OK, BufferPool
+from kcore.ft_impl cimport kc_ft_enter, kc_ft_exit
 from kcore.crc cimport crc32c_update
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
@@ -68,8 +69,12 @@ cdef class MemoryRecords:
     def __getbuffer__(self, Py_buffer* view, int flags):
         if flags & PyBUF_WRITABLE:
             raise BufferError("MemoryRecords are read-only")
+        kc_ft_enter(&self.lock)  # (never re-entered: no Python code runs in these sections)
         if self.mem == NULL:
+            kc_ft_exit(&self.lock)
             raise BufferError("MemoryRecords released")
+        self.exports += 1
+        kc_ft_exit(&self.lock)
         view.buf = <void*>self.mem
         view.obj = self
         view.len = self.size
@@ -81,17 +86,20 @@ cdef class MemoryRecords:
         view.strides = &view.itemsize if flags & PyBUF_STRIDES == PyBUF_STRIDES else NULL
         view.suboffsets = NULL
         view.internal = NULL
-        self.exports += 1
 
     def __releasebuffer__(self, Py_buffer* view):
+        kc_ft_enter(&self.lock)
         self.exports -= 1
         if self.exports == 0 and self.released:
             self._free()
+        kc_ft_exit(&self.lock)
 
     cdef void release(self) noexcept:
+        kc_ft_enter(&self.lock)
         self.released = True
         if self.exports == 0:
             self._free()
+        kc_ft_exit(&self.lock)
 
     cdef void _free(self) noexcept:
         if self.mem != NULL:
@@ -326,21 +334,29 @@ cdef class ProducerBatch:
         return _split_in_halves(self, ProducerBatch, batch_size, compression)
 
     def done(self, base_offset=-1, log_append_time=-1, error=None, record_errors=None):
-        cdef list segments = self.segments
+        cdef list segments
+        if kc_ft_enter(&self.seg_lock) < 0:
+            raise RuntimeError("ProducerBatch.done() re-entered")
+        segments, self.segments = self.segments, _TOLD
+        kc_ft_exit(&self.seg_lock)
         if segments is not None and segments is not _TOLD:  # before the result: flush()
-            self.segments = _TOLD                           # must see them done
-            _report_segments(self.topic_partition[1], segments, error, record_errors)
-        self.result.done(base_offset, log_append_time, error, record_errors)
+            _report_segments(self.topic_partition[1], segments, error, record_errors)  # must
+        self.result.done(base_offset, log_append_time, error, record_errors)  # see them done
 
-    cdef bint add_segment_c(self, object future, int32_t ordinal, int64_t rank, int64_t count):
-        # No lock: the GIL is held from the check to the update (no Python code runs).
-        if self.segments is _TOLD or self.result.is_done:
-            return False
-        if self.segments is None:
-            self.segments = [(future, ordinal, rank, count)]
-        else:
-            self.segments.append((future, ordinal, rank, count))
-        return True
+    cdef bint add_segment_c(self, object future, int32_t ordinal, int64_t rank,
+                            int64_t count) except -1:
+        cdef bint added = False
+        segment = (future, ordinal, rank, count)
+        if kc_ft_enter(&self.seg_lock) < 0:
+            raise RuntimeError("ProducerBatch.add_segment() re-entered")
+        if self.segments is not _TOLD and not self.result.is_done:  # (no Python code runs)
+            if self.segments is None:
+                self.segments = [segment]
+            else:
+                self.segments.append(segment)
+            added = True
+        kc_ft_exit(&self.seg_lock)
+        return added
 
     def add_segment(self, future, int32_t ordinal, int64_t rank, int64_t count):
         """Records ordinal.. of this batch are the rank.. records of a send_batch call for this

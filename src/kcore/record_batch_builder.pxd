@@ -3,15 +3,16 @@
 # Threads (the one place these rules are written). A builder is not thread-safe (as Java's
 # MemoryRecordsBuilder): it has one owner at a time, and only the owner reads or writes its
 # fields and its memory (buf[:cap], or the attached slab):
-# - a ProducerBatch's builder: while the batch is `appending`, the thread that set it, with or
-#   without the GIL (append_raw without it; grow() -> move_to with it); otherwise any thread
-#   holding the GIL. No other thread may call move_to, attach, seal, build or append on it
-#   while it is `appending`: move_to copies pos bytes and gives the old block back under the
-#   writer.
-# - any other builder: the one thread that uses it, with the GIL.
-# Exception: pos only grows, and may be read by any thread without a lock (an aligned word) as a
-#   size hint (ProducerBatch.is_full_c/is_grown_c in the Sender's GIL-free scans): a stale value
-#   is smaller, so a batch is at worst judged less full than it is.
+# - a ProducerBatch's builder: while the batch is held (`appending`, producer_batch.pxd), the
+#   holder, with or without the GIL (append_raw without it; grow() -> move_to with it); before
+#   it is in a queue, its maker; once taken off its queue, the Sender. No other thread may call
+#   move_to, attach, seal, build or append on it meanwhile: move_to copies pos bytes and gives
+#   the old block back under the writer.
+# - any other builder: the one thread that uses it.
+# Exception: pos only grows, and may be read by any thread without a lock as a size hint
+#   (kc_load_ssize: ProducerBatch.is_full_c/is_grown_c in the Sender's GIL-free scans); the
+#   owner's append stores it atomically (_commit). A stale value is smaller, so a batch is at
+#   worst judged less full than it is.
 # build() sets `built` before it lets the GIL go for the CRC: appends meanwhile get RBB_BUILT.
 # nogil: attach, move_to, append_raw, seal: by the owner only (above).
 from cpython.object cimport PyObject

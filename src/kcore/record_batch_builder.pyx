@@ -14,6 +14,7 @@ from libc.stdint cimport (INT32_MAX, int16_t, int32_t, int64_t, uint16_t, uint32
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memmove
 
+from kcore.atomic_impl cimport kc_store_ssize
 from kcore.crc cimport crc32c_update
 from kcore.varint cimport varint_size, write_varint
 
@@ -158,7 +159,7 @@ cdef inline int _commit(RecordBatchBuilder b, Py_ssize_t need, int64_t ts) noexc
         b.max_ts = ts
     elif ts > b.max_ts:
         b.max_ts = ts
-    b.pos = need
+    kc_store_ssize(&b.pos, need)  # read by other threads as a hint (pxd)
     b.count += 1
     return RBB_APPENDED
 
