@@ -231,10 +231,11 @@ class KafkaProducer:
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
                                   self._tm, self._metrics)
         self._producer_metrics = ProducerMetrics.for_producer(self)  # metrics(), its reporters
-        self._txn = None
+        # transaction_manager: a hook for pyprod.aio (a plain attribute: it reads it per send)
+        self._txn = self.transaction_manager = None
         self._init_result = None
         if transactional_id is not None:
-            self._txn = TransactionManager(
+            self._txn = self.transaction_manager = TransactionManager(
                 transactional_id, self.config["transaction_timeout_ms"], self._tm,
                 self._accumulator, self._client, self._metadata,
                 retry_backoff_ms=self.config["retry_backoff_ms"],
@@ -533,8 +534,28 @@ class KafkaProducer:
         """The set of partition ids of a topic, waiting for metadata up to max_block_ms."""
         self._here()
         self._send_path.check_usable()
+        return self.topic_partitions(topic)
+
+    # -- hooks for the layers built on this one (pyprod.aio): not kafka-python's API --------
+    # (and the attribute transaction_manager: a transactional producer's
+    # pyprod.transaction_manager.TransactionManager, else None)
+    def topic_partitions(self, topic):
+        """The set of partition ids of a topic, waiting for metadata up to max_block_ms (it
+        blocks): partitions_for() without its send() checks, so it works between transactions
+        too."""
         return set(self._wait_on_metadata(topic, None, self._max_block_ms)
                    .partitions_for_topic(topic))
+
+    def wakeup(self):
+        """Wake the Sender thread, so that a transactional request just queued (commit, abort,
+        offsets) goes out now rather than at its next poll."""
+        self._sender.wakeup()
+
+    @property
+    def buffer_pool(self):
+        """The accumulator's kcore BufferPool: send() may block for memory when its
+        available_memory is low."""
+        return self._accumulator.pool
 
     def bootstrap_connected(self):
         self._here()

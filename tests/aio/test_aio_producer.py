@@ -84,6 +84,7 @@ def test_transactions_commit_abort_and_offsets(kafka, topic):
     async def main():
         async with AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers,
                                     transactional_id=txn_id) as p:
+            assert await p.partitions_for(name) == {0, 1}  # between transactions too
             with pytest.raises(IllegalOperation, match="while not in transaction"):
                 await p.send(name, b"outside")
             async with p.transaction():

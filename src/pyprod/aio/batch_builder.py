@@ -85,7 +85,9 @@ class BatchBuilder:
     def record_count(self) -> int:
         return len(self._records)
 
-    def _take(self):
-        """Close it and give its records to send_batch."""
-        self.close()
-        return self._records
+
+def take_records(batch):
+    """Close ``batch`` and give its records, (timestamp ms, key, value, headers) each, in order
+    (send_batch's; not a method: aiokafka's BatchBuilder has no such one)."""
+    batch.close()
+    return batch._records

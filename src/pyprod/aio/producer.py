@@ -23,7 +23,7 @@ from typing import Any
 
 from pyprod import errors
 from pyprod.aio import config as aio_config
-from pyprod.aio.batch_builder import BatchBuilder, serialize
+from pyprod.aio.batch_builder import BatchBuilder, serialize, take_records
 from pyprod.aio.errors import ProducerClosed, translate
 from pyprod.aio.record_future import RecordFuture, RecordMetadata
 from pyprod.aio.transactions import Transactions
@@ -103,7 +103,7 @@ class AIOKafkaProducer(Transactions):
             "Please create objects with the same loop as running with")
         if self._producer is None:
             self._producer = await self._in_thread(self._make_producer)
-            self._pool = getattr(getattr(self._producer, "_accumulator", None), "pool", None)
+            self._pool = self._producer.buffer_pool
 
     def _make_producer(self):
         producer = KafkaProducer(**self._config)
@@ -139,7 +139,7 @@ class AIOKafkaProducer(Transactions):
     # -- sending ----------------------------------------------------------------------------
     async def partitions_for(self, topic: str) -> set[int]:
         """The set of the topic's partition ids (waits for its metadata)."""
-        parts = await self._in_thread(self._metadata_wait, self._open(), topic)
+        parts = await self._in_thread(self._open().topic_partitions, topic)
         self._partitions[topic] = frozenset(parts)
         return set(parts)
 
@@ -182,7 +182,7 @@ class AIOKafkaProducer(Transactions):
         if topic not in self._partitions or partition not in self._partitions[topic]:
             await self._wait_for_partition(topic, partition)
         futures = [await self._append_soon(producer, topic, value, key, headers, partition, ts)
-                   for ts, key, value, headers in batch._take()]
+                   for ts, key, value, headers in take_records(batch)]
         if not futures:
             done = self._loop.create_future()
             done.set_result(None)
@@ -211,7 +211,7 @@ class AIOKafkaProducer(Transactions):
 
     def _low_memory(self):
         """The buffer is nearly full: pyprod's send() may block (up to max_block_ms)."""
-        return self._pool is not None and self._pool.available_memory < 2 * self._batch_size
+        return self._pool.available_memory < 2 * self._batch_size
 
     @staticmethod
     def _append(producer, topic, value, key, headers, partition, timestamp_ms):
@@ -228,22 +228,14 @@ class AIOKafkaProducer(Transactions):
             return await self._loop.run_in_executor(None, self._append, *args)
         return self._append(*args)
 
-    # -- pyprod.KafkaProducer's parts that its public API does not give --------------------
-    @staticmethod
-    def _metadata_wait(producer, topic):
-        """The topic's partitions, waiting up to max_block_ms (a thread: it blocks). Not
-        producer.partitions_for(), which a transactional producer refuses between
-        transactions (aiokafka's works then)."""
-        return producer._wait_on_metadata(topic, None, producer.config["max_block_ms"]) \
-            .partitions_for_topic(topic)
-
+    # -- what Transactions reads (pyprod.KafkaProducer's hooks for this layer) ---------------
     def _txn(self):
         if self._transactional_id is None:
             return None
-        return getattr(self._open(), "_txn", None)
+        return self._open().transaction_manager
 
     def _wake_sender(self):
-        self._producer._sender.wakeup()
+        self._producer.wakeup()
 
     def __repr__(self):
         return "<pyprod.aio.AIOKafkaProducer client_id=%s>" % (self._config["client_id"],)
