@@ -2,6 +2,7 @@
 PYPROD_NO_EXTENSIONS=1 builds without them (the pure-Python twins)."""
 import os
 import sys
+import sysconfig
 from glob import glob
 
 from setuptools import Extension, setup
@@ -14,12 +15,16 @@ def extensions():
 
     only = set(filter(None, os.environ.get("KCORE_ONLY", "").split(",")))  # dev: build a subset
     args = ["/O2"] if sys.platform == "win32" else ["-O3"]
+    macros = []
+    if sys.platform == "win32" and sysconfig.get_config_var("Py_GIL_DISABLED"):
+        macros.append(("Py_GIL_DISABLED", "1"))  # Windows' shared pyconfig.h lacks it
     mods = [
         Extension(
             "kcore." + os.path.splitext(os.path.basename(p))[0],
             [p],
             include_dirs=["src/kcore"],
             extra_compile_args=args,
+            define_macros=macros,
             libraries=["ws2_32"] if sys.platform == "win32" and p.endswith(("selector.pyx", "channel.pyx")) else [],
         )
         for p in sorted(glob("src/kcore/*.pyx"))

@@ -2,11 +2,20 @@
 # modules that lock without the GIL (buffer_pool, partition_queue, record_accumulator).
 # Threads: every function is callable without the GIL. For every kc_mutex_t in kcore: never wait
 # for the GIL while holding one (threads holding the GIL take them: deadlock); a thread holding
-# the GIL takes one only around a short section that neither blocks nor takes the GIL.
+# the GIL (or, free-threaded, attached to the interpreter) takes one only around a short
+# section of C that neither blocks nor calls the C-API (Py_INCREF aside: no allocation, no
+# decref, no container operation, nothing that can reach a stop-the-world pause, which a
+# thread waiting in kc_mutex_lock could not join). A lock held across C-API work is a
+# kc_ft_lock_t (ft_impl.pxd: a PyMutex, which lets the thread state go while it waits) or a
+# Python lock.
 # kc_cond_wait_ns: m held; it may return early or spuriously: callers re-check in a loop.
-# Lock order: ReadyDrain._queues_lock before PartitionQueue.lock; BufferPool.lock before
-# its region's lock (region_impl.h); no other lock is taken while one is held. A fork takes
-# them all in that order and the child re-makes them (fork_impl.pxd).
+# Lock order, first to last (a thread holding one takes only later ones):
+#   RecordAccumulator._topics_lock (RLock) -> ReadyDrain._queues_lock;
+#   PartitionQueue.append_lock (kc_ft_lock_t) -> PartitionQueue.lock -> BufferPool.lock ->
+#   its region's lock (region_impl.h); ReadyDrain._queues_lock -> PartitionQueue.lock;
+#   MemoryRecords.lock -> BufferPool.lock. Leaves (nothing kcore's taken under them):
+#   ProducerBatch.seg_lock, the futures' and the partitioner's locks (their .pxd).
+# A fork takes the kc_mutex_t ones in that order and the child re-makes them (fork_impl.pxd).
 from libc.stdint cimport int64_t
 
 
