@@ -40,8 +40,9 @@ class ProduceRequestResult:
     error: BaseException | None
     record_errors: dict[int, BaseException] | None
     pieces: list[tuple[int, int, ProduceRequestResult]] | None
-    is_done: bool
     def __init__(self, topic_partition: TopicPartition) -> None: ...
+    @property
+    def is_done(self) -> bool: ...
     def done(self, base_offset: int = -1, log_append_time: int = -1,
              error: BaseException | None = None,
              record_errors: dict[int, BaseException] | None = None) -> None: ...

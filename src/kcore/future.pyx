@@ -1,7 +1,8 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/future.py: one ProduceRequestResult per batch, completed once;
-each record's FutureRecordMetadata is a view on it. No lock: the GIL orders completion against
-registration (thread rules: future.pxd).
+each record's FutureRecordMetadata is a view on it. Completion and registration take the
+result's lock, a pymutex held for a few C steps (before 3.13 the GIL does); readers test
+is_done with an acquire load and take no lock (thread rules: future.pxd).
 
 Callbacks are kept flat in the result's ``_thunks``: ``[future, callback, errback, ...]``, one
 entry of three per registration (an add_errback right after an add_callback on the same record
@@ -14,11 +15,36 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject, newfunc
 from libc.stdint cimport int64_t
 
+from kcore.atomic_impl cimport kc_load_int, kc_store_int_release
+
 import threading
 
 from kcore.errors import KafkaTimeoutError
 
 include "shared/future.py"  # the result types, Future and BatchFuture, compiled in here
+
+cdef extern from *:
+    """
+    /* Whether a result takes its lock: always free-threaded, and where a cython.pymutex is a
+       PyMutex (3.13+). Before 3.13 the GIL alone makes the sections it guards atomic (a few C
+       steps: no Python code, no allocation) and the lock would be a slower PyThread lock. */
+    #if CYTHON_COMPILING_IN_CPYTHON_FREETHREADING || PY_VERSION_HEX >= 0x030D0000
+    #define KC_RESULT_LOCKS 1
+    #else
+    #define KC_RESULT_LOCKS 0
+    #endif
+    """
+    const bint KC_RESULT_LOCKS
+
+
+cdef inline void _lock(ProduceRequestResult r) noexcept:
+    if KC_RESULT_LOCKS:
+        r._lock.acquire()
+
+
+cdef inline void _unlock(ProduceRequestResult r) noexcept:
+    if KC_RESULT_LOCKS:
+        r._lock.release()
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
            "Future", "BatchFuture", "BatchMetadata"]
@@ -37,90 +63,96 @@ cdef class ProduceRequestResult:
         self.base_offset = -1
         self.log_append_time = -1
 
+    @property
+    def is_done(self):
+        return self.done_c()
+
     def done(self, int64_t base_offset=-1, int64_t log_append_time=-1, error=None,
              record_errors=None):
-        cdef list thunks
-        if self.is_done:
+        """Complete the batch: the first call wins, any later or racing one does nothing."""
+        cdef list thunks, loop_calls
+        if self.done_c():
             return
-        self.base_offset, self.log_append_time = base_offset, log_append_time
-        self.error, self.record_errors = error, record_errors
-        self.is_done = True
-        thunks, self._thunks = self._thunks, None
-        loop_calls, self._loop_calls = self._loop_calls, None
-        if self._event is not None:
-            self._event.set()
+        _lock(self)
+        try:
+            if kc_load_int(&self._done):
+                return
+            old_error = self.error  # dropped after the lock (its decref may free it)
+            old_record_errors = self.record_errors
+            self.base_offset, self.log_append_time = base_offset, log_append_time
+            self.error, self.record_errors = error, record_errors
+            kc_store_int_release(&self._done, 1)
+            thunks, self._thunks = self._thunks, None
+            loop_calls, self._loop_calls = self._loop_calls, None
+            event = self._event
+        finally:
+            _unlock(self)
+        if event is not None:
+            event.set()
         if loop_calls is not None:
             _post_loop_calls(loop_calls)
         if thunks:
             _run_thunks(self, thunks)
 
     def wait(self, timeout=None):
-        if self.is_done:
+        if self.done_c():
             return True
-        event = threading.Event()  # may switch threads: check again after
-        if self._event is None:
-            self._event = event
-        event = self._event
-        if self.is_done:
-            return True
-        return event.wait(timeout)
+        event = threading.Event()  # made before the lock (Python code)
+        _lock(self)
+        try:
+            if kc_load_int(&self._done):
+                return True
+            if self._event is None:
+                self._event = event
+            installed = self._event
+        finally:
+            _unlock(self)
+        return installed.wait(timeout)
 
     def add_thunk(self, FutureRecordMetadata future not None, callback, errback):
         """Register a call for when the batch completes; False if it already has."""
-        return _register(self, future, callback, errback)
+        return _register(self, False, future, callback, errback)
 
     def add_loop_call(self, loop, call, arg):
         """Run call(arg) on asyncio ``loop`` once done (batched with the other calls done by
         then); False (nothing registered) if done already."""
-        return _register_loop_call(self, _waker_of(loop), call, arg)
+        return _register(self, True, _waker_of(loop), call, arg)
 
 
-cdef list _registration(ProduceRequestResult r, bint loop_calls):
-    """r's thunks (or loop calls) to append to, made if need be; None if r is done.
-    Allocations may run the GC, whose finalizers may let the Sender thread complete the
-    batch: allocate first, then check and return with no allocation in between (list appends
-    and item stores do not run the GC either)."""
-    cdef list fresh = [] if (r._loop_calls if loop_calls else r._thunks) is None else None
-    if r.is_done:
-        return None
-    if loop_calls:
-        if r._loop_calls is None:
-            r._loop_calls = fresh
-        return r._loop_calls
-    if r._thunks is None:
-        r._thunks = fresh
-    return r._thunks
-
-
-cdef bint _register_loop_call(ProduceRequestResult r, waker, call, arg) except -1:
-    """Append (waker, call, arg) to r's loop calls; False if r is done."""
-    cdef list calls = _registration(r, True)
-    if calls is None:
-        return False
-    calls.append(waker)
-    calls.append(call)
-    calls.append(arg)
-    return True
-
-
-cdef bint _register(ProduceRequestResult r, future, callback, errback) except -1:
-    """Append (future, callback, errback) to r's thunks; False if r is done already."""
-    cdef list thunks = _registration(r, False)
+cdef bint _register(ProduceRequestResult r, bint loop_call, a, b, c) except -1:
+    """Append (future, callback, errback) to r's thunks, or (waker, call, arg) to its loop
+    calls; False if r is done. The list is made with r's lock let go (an allocation may run
+    the GC, whose finalizers may register on r), then r is checked again under it."""
+    cdef list fresh = None, calls
     cdef Py_ssize_t n
-    if thunks is None:
-        return False
-    n = len(thunks)
-    if n and thunks[n - 3] is future:  # the same record again: fill a free slot
-        if callback is None and thunks[n - 1] is None:
-            thunks[n - 1] = errback
-            return True
-        if errback is None and thunks[n - 2] is None:
-            thunks[n - 2] = callback
-            return True
-    thunks.append(future)
-    thunks.append(callback)
-    thunks.append(errback)
-    return True
+    while True:
+        _lock(r)
+        try:
+            if kc_load_int(&r._done):
+                return False
+            calls = r._loop_calls if loop_call else r._thunks
+            if calls is None and fresh is not None:
+                calls = fresh
+                if loop_call:
+                    r._loop_calls = calls
+                else:
+                    r._thunks = calls
+            if calls is not None:  # appends and item stores: no GC, no Python code
+                n = len(calls)
+                if not loop_call and n and calls[n - 3] is a:  # the same record: a free slot?
+                    if b is None and calls[n - 1] is None:
+                        calls[n - 1] = c
+                        return True
+                    if c is None and calls[n - 2] is None:
+                        calls[n - 2] = b
+                        return True
+                calls.append(a)
+                calls.append(b)
+                calls.append(c)
+                return True
+        finally:
+            _unlock(r)
+        fresh = []
 
 
 cdef _run_thunks(ProduceRequestResult r, list thunks):
@@ -146,7 +178,7 @@ cdef _run_thunks(ProduceRequestResult r, list thunks):
 
 cdef _exception(FutureRecordMetadata f):
     cdef ProduceRequestResult r = f._result
-    if not r.is_done:
+    if not r.done_c():
         return None
     if r.error is not None:
         return r.error
@@ -156,20 +188,28 @@ cdef _exception(FutureRecordMetadata f):
 
 
 cdef _metadata(FutureRecordMetadata f):
-    """The RecordMetadata of a record of a done batch that succeeded (made once)."""
+    """The RecordMetadata of a record of a done batch that succeeded: the first one stored (a
+    racing thread may make another; it is dropped, so a returned one is never freed)."""
     cdef ProduceRequestResult r = f._result
     cdef int64_t index = f._index
-    if f._value is None:
-        if r.pieces is not None:
-            r, index = _piece_of(r, index)
-        ts = r.log_append_time if r.log_append_time != -1 else f._timestamp
-        offset = r.base_offset + index if r.base_offset != -1 else -1
-        tp = r.topic_partition  # a TopicPartition: index it as a tuple (its __getitem__ is slow)
-        t = tp if isinstance(tp, tuple) else tuple(tp)
-        args = (((<tuple>t)[0], (<tuple>t)[1], tp, offset, ts, None, f._key_size,
-                 f._value_size, f._header_size),)
-        f._value = _tuple_new(_RecordMetadata, <PyObject*>args, NULL)
-    return f._value
+    with cython.critical_section(f):
+        value = f._value
+    if value is not None:
+        return value
+    if r.pieces is not None:
+        r, index = _piece_of(r, index)
+    ts = r.log_append_time if r.log_append_time != -1 else f._timestamp
+    offset = r.base_offset + index if r.base_offset != -1 else -1
+    tp = r.topic_partition  # a TopicPartition: index it as a tuple (its __getitem__ is slow)
+    t = tp if isinstance(tp, tuple) else tuple(tp)
+    args = (((<tuple>t)[0], (<tuple>t)[1], tp, offset, ts, None, f._key_size,
+             f._value_size, f._header_size),)
+    value = _tuple_new(_RecordMetadata, <PyObject*>args, NULL)
+    with cython.critical_section(f):
+        if f._value is None:
+            f._value = value
+        stored = f._value
+    return stored
 
 
 @cython.freelist(256)
@@ -189,7 +229,7 @@ cdef class FutureRecordMetadata:
 
     @property
     def is_done(self):
-        return self._result.is_done
+        return self._result.done_c()
 
     @property
     def exception(self):
@@ -201,21 +241,21 @@ cdef class FutureRecordMetadata:
 
     @property
     def value(self):
-        if self._result.is_done and _exception(self) is None:
+        if self._result.done_c() and _exception(self) is None:
             return _metadata(self)
         return None
 
     def succeeded(self):
-        return self._result.is_done and _exception(self) is None
+        return self._result.done_c() and _exception(self) is None
 
     def failed(self):
-        return self._result.is_done and _exception(self) is not None
+        return self._result.done_c() and _exception(self) is not None
 
     def retriable(self):
         return self.failed() and getattr(self.exception, "retriable", False)
 
     def get(self, timeout=None):
-        if not self._result.is_done and not self._result.wait(timeout):
+        if not self._result.done_c() and not self._result.wait(timeout):
             raise KafkaTimeoutError("Timeout after waiting for %s secs." % (timeout,))
         exc = _exception(self)
         if exc is not None:
@@ -235,7 +275,7 @@ cdef class FutureRecordMetadata:
         return _add(self, f, f)
 
     def add_loop_call(self, loop, call, arg):
-        return _register_loop_call(self._result, _waker_of(loop), call, arg)
+        return _register(self._result, True, _waker_of(loop), call, arg)
 
     def __await__(self):
         return _await(self)
@@ -243,7 +283,7 @@ cdef class FutureRecordMetadata:
 
 cdef _add(FutureRecordMetadata future, callback, errback):
     """Register for when the batch completes, or call now if it has."""
-    if not _register(future._result, future, callback, errback):
+    if not _register(future._result, False, future, callback, errback):
         _notify(future, callback, errback)
     return future
 
