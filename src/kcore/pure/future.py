@@ -18,7 +18,8 @@ __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRe
 
 class ProduceRequestResult:
     """The outcome of one batch: set once, by the Sender thread. The Event that get() waits on
-    is made only if somebody waits before it is done."""
+    is made only if somebody waits before it is done. _lock orders completion against the
+    registrations (thunks, loop calls, the Event) and a record's first value (future.pxd)."""
 
     def __init__(self, topic_partition):
         self.topic_partition = topic_partition
@@ -51,11 +52,14 @@ class ProduceRequestResult:
             _notify(future, callback, errback)
 
     def wait(self, timeout=None):
+        if self.is_done:
+            return True
+        event = threading.Event()  # made before the lock (Python code)
         with self._lock:
             if self.is_done:
                 return True
             if self._event is None:
-                self._event = threading.Event()
+                self._event = event
             event = self._event
         return event.wait(timeout)
 
@@ -121,8 +125,11 @@ class FutureRecordMetadata(_Callbacks):
             ts = r.log_append_time if r.log_append_time != -1 else self._timestamp
             offset = r.base_offset + index if r.base_offset != -1 else -1
             tp = r.topic_partition
-            self._value = RecordMetadata(tp[0], tp[1], tp, offset, ts, None, self._key_size,
-                                         self._value_size, self._header_size)
+            value = RecordMetadata(tp[0], tp[1], tp, offset, ts, None, self._key_size,
+                                   self._value_size, self._header_size)
+            with self._result._lock:  # the first one stored wins (as compiled)
+                if self._value is None:
+                    self._value = value
         return self._value
 
     def get(self, timeout=None):
