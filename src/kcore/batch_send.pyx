@@ -381,7 +381,9 @@ cdef class _Call:
                 batch.record_count += <int32_t>count
                 kc_store_ssize(&batch.size, batch.size + slot.added)
                 if not batch.add_segment_c(self.future, slot.ordinal, rank, count):
-                    self.future._range_done(part, rank, count, batch.result.error or KafkaError(
+                    # done (its error is set once done_c() says so), or being done
+                    error = batch.result.error if batch.result.done_c() else None
+                    self.future._range_done(part, rank, count, error or KafkaError(
                         "the batch was aborted while records were appended"))
         finally:
             batch.end_append()

@@ -167,7 +167,7 @@ cdef class ProducerBatch:
     cdef Py_ssize_t _growth(self, Py_ssize_t size) noexcept:
         cdef Py_ssize_t written, cap
         if kc_load_flag(&self.closed) or self.mem == NULL or self.builder is None or \
-                kc_load_flag(&self.appending) == HELD_RELEASED or self.result.is_done:
+                kc_load_flag(&self.appending) == HELD_RELEASED or self.result.done_c():
             return 0
         written = self.builder.pos
         if written + size > self.max_size:
@@ -349,7 +349,7 @@ cdef class ProducerBatch:
         segment = (future, ordinal, rank, count)
         if kc_ft_enter(&self.seg_lock) < 0:
             raise RuntimeError("ProducerBatch.add_segment() re-entered")
-        if self.segments is not _TOLD and not self.result.is_done:  # (no Python code runs)
+        if self.segments is not _TOLD and not self.result.done_c():  # (no Python code runs)
             if self.segments is None:
                 self.segments = [segment]
             else:
