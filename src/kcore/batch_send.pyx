@@ -184,7 +184,7 @@ cdef class _Call:
                 else:
                     # Read without the GIL: another thread may switch it, to a partition
                     # the topic gained after this call sized its slots (a hint: checked).
-                    part = self.partitioner.sticky
+                    part = self.partitioner.sticky_hint()
                     sticky = True
             # Explicit and keyed partitions are below nparts; only the sticky one can be past
             if part < 0 or part >= self.nparts or self.slots[part].batch == NULL:

@@ -1,9 +1,12 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/builtin_partitioner.py (see it for the design).
 
-Thread rules (``sticky`` and ``produced`` are used without the GIL): builtin_partitioner.pxd.
+Thread rules (``_lock``; ``sticky`` and ``produced`` are also used without the GIL and without
+the lock): builtin_partitioner.pxd.
 """
 import time
+
+from kcore.atomic_impl cimport kc_load_i64, kc_load_int, kc_store_i64, kc_store_int
 
 __all__ = ["BuiltInPartitioner"]
 
@@ -23,58 +26,111 @@ cdef class BuiltInPartitioner:
     def __init__(self, str topic, Py_ssize_t sticky_batch_size, seed=None):
         self.topic = topic
         self.sticky_batch_size = sticky_batch_size
-        self.num_partitions = 0
-        self.available = []
-        self.sticky = -1
-        self.produced = 0
         if seed is None:
             seed = hash((id(self), time.time_ns()))
-        self._rng = <uint64_t>(seed & 0xFFFFFFFFFFFFFFFF) | 1
+        with self._lock:
+            self._available = []
+            self._rng = <uint64_t>(seed & 0xFFFFFFFFFFFFFFFF) | 1
+            kc_store_int(&self._num_partitions, 0)
+            kc_store_int(&self._sticky, -1)
+            kc_store_i64(&self._produced, 0)
+
+    @property
+    def num_partitions(self):
+        return kc_load_int(&self._num_partitions)
+
+    @property
+    def available(self):
+        with self._lock:
+            available = self._available
+        return available
+
+    @property
+    def sticky(self):
+        return kc_load_int(&self._sticky)
+
+    @property
+    def produced(self):
+        return kc_load_i64(&self._produced)
 
     def update_partitions(self, list available, int num_partitions):
         self._update_partitions(available, num_partitions)
 
     cdef int _update_partitions(self, list available, int num_partitions) except -1:
-        self.available = available
-        self.num_partitions = num_partitions
-        if self.sticky >= num_partitions:
-            self.sticky = -1
+        cdef list old  # dropped after the lock is let go
+        with self._lock:
+            old = self._available
+            self._available = available
+            kc_store_int(&self._num_partitions, num_partitions)
+            if kc_load_int(&self._sticky) >= num_partitions:
+                kc_store_int(&self._sticky, -1)
         return 0
 
     def sticky_partition(self):
         return self._sticky_partition()
 
     cdef int _sticky_partition(self) except -1:
-        if self.sticky < 0:
-            self.sticky = self._next_partition()
-        return self.sticky
+        cdef int part = kc_load_int(&self._sticky)
+        if part >= 0:
+            return part
+        with self._lock:
+            part = kc_load_int(&self._sticky)
+            if part < 0:
+                part = self._pick()
+                kc_store_int(&self._sticky, part)
+        return part
 
     def next_partition(self):
         return self._next_partition()
 
     cdef int _next_partition(self) except -1:
-        cdef list pool = [p for p in self.available if p != self.sticky] or self.available
-        if not pool:
-            pool = list(range(self.num_partitions))
-        return pool[_xorshift(&self._rng) % len(pool)]
+        with self._lock:
+            return self._pick()
+
+    cdef int _pick(self) except -1:
+        # pool[r % len(pool)] of the pure twin's pool (the available partitions but the sticky
+        # one, else all available ones, else all partitions), counted rather than built.
+        cdef int cur = kc_load_int(&self._sticky), p
+        cdef Py_ssize_t n = 0, total = 0, k
+        cdef uint64_t r
+        for p in self._available:
+            total += 1
+            n += p != cur
+        r = _xorshift(&self._rng)
+        if n == 0:
+            if total == 0:  # none available: any partition
+                if self._num_partitions <= 0:
+                    raise ZeroDivisionError("no partitions")  # as the twin
+                return r % <uint64_t>self._num_partitions
+            cur, n = -1, total  # every available one
+        k = r % <uint64_t>n
+        for p in self._available:
+            if p != cur:
+                if k == 0:
+                    return p
+                k -= 1
+        raise RuntimeError("unreachable")
 
     def add_produced(self, int partition, Py_ssize_t appended_bytes):
         return self._add_produced(partition, appended_bytes)
 
     cdef bint _add_produced(self, int partition, Py_ssize_t appended_bytes) noexcept nogil:
-        if partition != self.sticky:
+        cdef int64_t produced
+        if partition != kc_load_int(&self._sticky):
             return False
-        self.produced += appended_bytes
-        return self.produced >= self.sticky_batch_size
+        produced = kc_load_i64(&self._produced) + appended_bytes
+        kc_store_i64(&self._produced, produced)
+        return produced >= self.sticky_batch_size
 
     def switch_from(self, int partition):
         return bool(self._switch_from(partition))
 
     cdef int _switch_from(self, int partition) except -1:
-        if partition != self.sticky:
-            return 0
-        self.sticky = self._next_partition()
-        self.produced = 0
+        with self._lock:
+            if partition != kc_load_int(&self._sticky):
+                return 0
+            kc_store_int(&self._sticky, self._pick())
+            kc_store_i64(&self._produced, 0)
         return 1
 
     def update_partition_info(self, int partition, Py_ssize_t appended_bytes,

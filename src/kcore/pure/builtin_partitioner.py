@@ -41,9 +41,10 @@ class BuiltInPartitioner:
 
     def sticky_partition(self):
         """The sticky partition, chosen now if there is none (Java's peekCurrentPartitionInfo)."""
-        if self.sticky < 0:
-            self.sticky = self.next_partition()
-        return self.sticky
+        part = self.sticky  # read once: another thread's update may reset it meanwhile
+        if part < 0:
+            part = self.sticky = self.next_partition()
+        return part
 
     def next_partition(self):
         """A random partition with a leader other than the current one (any if none has)."""
