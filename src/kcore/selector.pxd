@@ -9,11 +9,17 @@
 # _select rebuilds before it polls; close stops _select), so no Channel in _chans goes away
 # during the section.
 # nogil: _io: the owner thread, inside _select's section only (after _rebuild).
-# Waker: wake() and wakeup() from any thread, with the GIL (no Python call between the check of
-# `pending` and the write; `fd` is -1 once close() ran, on the owner thread); drain() and
-# close() on the Selector's thread only.
+# Waker: wake() and wakeup() from any thread; drain() and close() on the Selector's thread only.
+# _lock (a PyMutex, a leaf: nothing else is taken under it) guards `fd` (-1 once close() ran)
+# and every write of `_pending`: wake()'s test-and-write (so no byte goes to a descriptor
+# close() gave back and the system reused), drain()'s clear, close()'s `fd = -1` before the
+# sockets close. Its sections are pure C (a write(2) at most) and never let a thread state go,
+# so a fork (the GIL, or a stopped world, held) never finds it held. `_pending` is read
+# without it (kc_load_int): wake()'s fast path and the property; a stale value costs one byte
+# more, or none while a byte is pending.
 # send_buffers and recv_into (module functions) keep no state: any thread (wakeup() writes
 # through send_buffers from caller threads, on its own socket).
+cimport cython
 from cpython.ref cimport PyObject
 
 from kcore.channel cimport Channel
@@ -37,6 +43,7 @@ cdef class Selector:
 cdef class Waker:
     cdef readonly object reader, writer   # the socket pair; the Selector watches reader
     cdef object buf
-    cdef kc_sock fd                       # writer's descriptor, -1 once closed
-    cdef public bint pending              # a byte was written and not yet drained
+    cdef kc_sock fd                       # writer's descriptor, -1 once closed (_lock)
+    cdef int _pending                     # a byte was written and not yet drained (atomic)
+    cdef cython.pymutex _lock
     cdef int wake(self) except -1

@@ -12,6 +12,8 @@ from cpython.object cimport PyTypeObject, newfunc
 from cpython.ref cimport PyObject
 from libc.stdlib cimport free, realloc
 
+from kcore.atomic_impl cimport kc_load_int, kc_store_int
+
 import errno
 import os
 import selectors
@@ -214,9 +216,20 @@ cdef class Waker:
         self.reader, self.writer = socket.socketpair()
         self.reader.setblocking(False)
         self.writer.setblocking(False)
-        self.fd = <kc_sock>self.writer.fileno()
         self.buf = bytearray(1024)
-        self.pending = False
+        with self._lock:
+            self.fd = <kc_sock>self.writer.fileno()
+            kc_store_int(&self._pending, 0)
+
+    @property
+    def pending(self):
+        """A byte was written and not yet drained."""
+        return <bint>kc_load_int(&self._pending)
+
+    @pending.setter
+    def pending(self, bint value):
+        with self._lock:
+            kc_store_int(&self._pending, value)
 
     def wakeup(self):
         """Interrupt the Selector's wait (thread-safe); nearly free while one is pending."""
@@ -226,10 +239,12 @@ cdef class Waker:
         cdef const char* x = b"x"
         cdef const void* byte = x
         cdef size_t one = 1
-        if self.pending or self.fd < 0:
+        if kc_load_int(&self._pending):
             return 0
-        self.pending = True
-        kc_send_iov(self.fd, &byte, &one, 1)  # EAGAIN: a byte is there already
+        with self._lock:  # against close(): never a write to a descriptor given back
+            if self.fd >= 0 and not kc_load_int(&self._pending):
+                kc_store_int(&self._pending, 1)
+                kc_send_iov(self.fd, &byte, &one, 1)  # EAGAIN: a byte is there already
         return 0
 
     def drain(self):
@@ -240,10 +255,12 @@ cdef class Waker:
         except (BlockingIOError, InterruptedError):
             pass
         # After draining: a wakeup() between the two leaves a byte, so the next wait returns.
-        self.pending = False
+        with self._lock:
+            kc_store_int(&self._pending, 0)
 
     def close(self):
-        self.fd = -1
+        with self._lock:  # no wake() writes once this is let go
+            self.fd = -1
         self.reader.close()
         self.writer.close()
 
