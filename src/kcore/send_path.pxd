@@ -1,8 +1,10 @@
 # SendPath (see send_path.pyx).
 #
-# Threads (the one place these rules are written): caller threads, with the GIL. No method is
-# nogil and no field is read without the GIL. Fields are set in __init__ and only read after,
-# but `closed` (set by KafkaProducer.close(), any thread).
+# Threads (the one place these rules are written): caller threads, attached (with the GIL on a
+# GIL build). No method is nogil. Fields are set in __init__ and only read after, but `_closed`
+# (the `closed` property: set by KafkaProducer.close(), any thread; atomic, kc_load_int /
+# kc_store_int on every access). The transaction manager's fatal_error and send_refusal are
+# read through its accessors, under its lock (transaction_manager.pxd).
 # Fork: fork_gen is kc_fork_generation() when made; in a forked child (they differ) send()
 # hands the call to on_fork()'s SendPath (KafkaProducer's, rebuilt in the child; see
 # docs/fork.md), or raises IllegalStateError without on_fork. Nothing here is re-made.
@@ -20,7 +22,7 @@ cdef class SendPath:
     cdef TransactionManager tm
     cdef object key_serializer, value_serializer
     cdef int64_t max_block_ms, max_request_size, buffer_memory
-    cdef public bint closed
+    cdef int _closed                 # `closed` (atomic)
     cdef int fork_gen
 
     cdef int _check_usable(self) except -1   # closed, fatal errors (not the fork: _in_child)

@@ -8,6 +8,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SI
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
+from kcore.atomic_impl cimport kc_load_int, kc_store_int
 from kcore.builtin_partitioner cimport partition_for_key
 from kcore.producer_batch cimport size_upper_bound
 from kcore.record_accumulator cimport APPEND_ABORTED, APPEND_FULL, APPEND_NEW_BATCH
@@ -73,14 +74,24 @@ cdef class SendPath:
             raise _forked_error()
         return self.on_fork()
 
+    @property
+    def closed(self):
+        return <bint>kc_load_int(&self._closed)
+
+    @closed.setter
+    def closed(self, bint value):
+        kc_store_int(&self._closed, value)
+
     cdef int _check_usable(self) except -1:
-        if self.closed:
+        cdef TransactionManager tm = self.tm
+        if kc_load_int(&self._closed):
             raise IllegalStateError("KafkaProducer already closed!")
-        if self.tm is not None:
-            if self.tm.fatal_error is not None:
-                raise self.tm.fatal_error
-            if self.tm.send_refusal is not None:
-                raise self.tm.send_refusal
+        if tm is not None and tm.errors_hint():
+            error = tm.error_c(1)  # fatal_error, then send_refusal
+            if error is None:
+                error = tm.error_c(2)
+            if error is not None:
+                raise error
         return 0
 
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):

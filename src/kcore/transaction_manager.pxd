@@ -2,8 +2,7 @@
 #
 # Threads (the one place these rules are written):
 # - Written by the Sender thread alone, with the GIL (drain()'s assign, response handling,
-#   producer id changes), no lock. Other threads read only fatal_error, with the GIL
-#   (SendPath._check_usable).
+#   producer id changes), no lock; but fatal_error and send_refusal, below.
 # - Read without the GIL by the Sender thread only (drain()'s choice from _NOGIL_QUEUES queues
 #   on: ReadyDrain._select -> _drainable -> may_drain_c): _producer_id, _producer_epoch,
 #   _reset_pending, max_in_flight; a _Partition's count, acked, last_sequence, unwritten_from;
@@ -14,15 +13,23 @@
 #   valid while the manager lives.
 # - Transactions: a _Partition's in_txn and txn_all are written by the Sender thread alone, with
 #   the GIL (pyprod's TransactionManager, on the Sender thread), and read without the GIL by the
-#   Sender only (_may_drain). transactional is set in __init__. send_refusal is written by any
-#   thread with the GIL (pyprod's TransactionManager, under its lock, on each state change) and
-#   read by callers with the GIL (SendPath._check_usable).
+#   Sender only (_may_drain). transactional is set in __init__.
+# - fatal_error and send_refusal (properties over _fatal_error, _send_refusal): written by any
+#   thread (the Sender; pyprod's TransactionManager, under its own lock, on each state change)
+#   and read by any thread (SendPath._check_usable on callers, the Sender). Both sides hold
+#   _err_lock (a PyMutex, a leaf: nothing else is taken and no Python code runs under it) to
+#   load or swap the field; a reader leaves with a new reference, a writer drops the old value
+#   after letting the lock go. _errors (atomic, a hint: bit 1 fatal_error, bit 2 send_refusal
+#   is set) lets send() skip the lock while neither is set.
+# - resets and max_in_flight: the Sender thread only (metrics do not read them).
 # nogil: may_drain_c, _may_drain, _in_epoch_c: the Sender thread; entry a non-NULL _Partition of
 #   the batch's partition (partition_entry), batch a compiled ProducerBatch its caller keeps
 #   alive (its queue's lock held).
+cimport cython
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
+from kcore.atomic_impl cimport kc_load_int
 from kcore.producer_batch cimport ProducerBatch
 
 
@@ -46,10 +53,13 @@ cdef class TransactionManager:
     cdef tuple _epoch_key        # (producer id, epoch), as batches' sequence_epoch
     cdef public int max_in_flight
     cdef public int64_t resets
-    cdef public object fatal_error
     cdef public bint transactional  # drain only partitions in the open transaction
     cdef public bint txn_all        # every partition is (transactions v2: Produce v12 adds it)
-    cdef public object send_refusal # what send() raises in the transaction's state, or None
+    cdef object _fatal_error        # fatal_error: the idempotent producer's fatal error, or None
+    cdef object _send_refusal       # send_refusal: what send() raises in the transaction's
+                                    # state, or None
+    cdef int _errors                # atomic: bit 1 _fatal_error, bit 2 _send_refusal is set
+    cdef cython.pymutex _err_lock
     cdef dict _partitions        # tp -> _Partition
     cdef Py_ssize_t _in_flight_count
     cdef bint _reset_pending
@@ -72,3 +82,10 @@ cdef class TransactionManager:
     cdef _Partition partition_entry(self, object tp)
     cdef int assign_c(self, ProducerBatch batch) except -1
     cdef int remove_c(self, ProducerBatch batch, bint acked) except -1
+    # fatal_error (which=1) or send_refusal (2): a new reference, under _err_lock.
+    cdef object error_c(self, int which)
+    cdef int _set_error(self, int which, object value) except -1
+
+    # Is fatal_error or send_refusal set? A hint (atomic, no lock): error_c() says which.
+    cdef inline bint errors_hint(self) noexcept nogil:
+        return kc_load_int(&self._errors) != 0

@@ -3,6 +3,7 @@
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
+from kcore.atomic_impl cimport kc_store_int
 from kcore.producer_batch cimport ProducerBatch
 
 __all__ = ["TransactionManager", "SEQUENCE_MODULO"]
@@ -61,6 +62,39 @@ cdef class TransactionManager:
         self._waiting = set()
         self.resets = 0  # producer id resets so far (diagnostics and tests)
         self.fatal_error = None
+
+    # -- errors read by callers (transaction_manager.pxd: _err_lock) --------------------------
+    cdef object error_c(self, int which):
+        with self._err_lock:
+            value = self._fatal_error if which == 1 else self._send_refusal
+        return value
+
+    cdef int _set_error(self, int which, object value) except -1:
+        cdef object old  # dropped once the lock is let go (its finalizer may run code)
+        with self._err_lock:
+            if which == 1:
+                old, self._fatal_error = self._fatal_error, value
+            else:
+                old, self._send_refusal = self._send_refusal, value
+            kc_store_int(&self._errors, (self._fatal_error is not None) |
+                         (self._send_refusal is not None) << 1)
+        return 0
+
+    @property
+    def fatal_error(self):
+        return self.error_c(1)
+
+    @fatal_error.setter
+    def fatal_error(self, value):
+        self._set_error(1, value)
+
+    @property
+    def send_refusal(self):
+        return self.error_c(2)
+
+    @send_refusal.setter
+    def send_refusal(self, value):
+        self._set_error(2, value)
 
     @property
     def producer_id(self):
