@@ -1,17 +1,28 @@
 # SenderLoop (see sender_loop.pyx): the produce half of the Sender's loop.
 #
-# Threads (the one place these rules are written): the Sender thread alone, with the GIL. No
-# method is nogil and no field is read without the GIL. Other threads only read the counters
-# (requests, batches, records_sent, the metrics counters below and their Tallies), with the GIL
-# (KafkaProducer.metrics()), and clear `running` (KafkaProducer.close(), any thread, with the
-# GIL; then the Sender is woken), and call snapshot(now) (reset=False: it only reads). The
-# *_max fields are reset by the Sender thread's own snapshots only.
+# Threads (the one place these rules are written): the Sender thread alone, attached (with the
+# GIL on a GIL build). No method is nogil. Other threads only:
+# - clear `running` (the property over _running; KafkaProducer.close(), any thread; then the
+#   Sender is woken): atomic (kc_load_int / kc_store_int on every access);
+# - read requests, batches, records_sent (properties over _requests, _batches, _records_sent:
+#   metrics' gauges, counters(), pyprod's TransactionManager): atomic, written by the Sender
+#   only (kc_load_i64 then kc_store_i64);
+# - call snapshot(now) (reset=False: it only reads), which reads the other metrics counters
+#   (records_out through polls, and each TopicTally and NodeTally) under _counts_lock. The
+#   Sender writes them under _counts_lock only (a PyMutex, a leaf: nothing else is taken under
+#   it; the Sender runs only C updates and its own snapshot under it), and reads them as it
+#   likes (the one writer). The *_max fields are reset by the Sender thread's own snapshots
+#   only, under _counts_lock. Nothing else reads them while the Sender runs.
+# - samples, totals, sample_every_ms, sample_due_ms are set by pyprod's ProducerMetrics before
+#   the Sender thread starts; then the Sender alone uses them (samples: a deque, which locks
+#   itself, popped by ProducerMetrics).
 #
 # Metrics counters (pyprod/producer_metrics.py turns them into kafka-python's metrics): kept per
 # request (request()), per response (ProduceResponseHandler) and per poll (poll_net), never per
 # record; totals since the start, except the *_max fields (since the last snapshot taken into
 # `samples`). Every sample_every_ms poll_net appends a snapshot to `samples` (a deque the
 # metrics set, or None: no snapshots), in C: the Sender thread runs no Python for metrics.
+cimport cython
 from libc.stdint cimport int64_t
 
 from kcore.producer_batch cimport ProducerBatch
@@ -34,7 +45,7 @@ cdef class SenderLoop:
     cdef public TransactionManager tm  # the idempotent producer's sequences, or None
     cdef public object net             # the NetworkClient's NetworkPoll: its data path
     cdef public object transactional_id  # in every ProduceRequest (str), or None
-    cdef public bint running           # the loop goes on while set (cleared by the Sender)
+    cdef int _running                  # `running`: the loop goes on while set (atomic)
     cdef public TimingWheel wheel
     cdef public int acks
     cdef public int64_t request_timeout_ms, delivery_timeout_ms
@@ -42,7 +53,8 @@ cdef class SenderLoop:
     cdef public object on_partition, on_error, on_piece_done, on_fail
     cdef public dict split_parents   # half of a batch split on MESSAGE_TOO_LARGE -> the batch
     cdef public dict in_flight       # batch -> wheel handle of its delivery deadline
-    cdef public int64_t requests, batches, records_sent
+    cdef int64_t _requests, _batches, _records_sent  # requests, batches, records_sent (atomic)
+    cdef cython.pymutex _counts_lock            # the counters below and the tallies
     cdef public int64_t records_out, bytes_out  # records and batch bytes in requests (resends too)
     cdef public bint compressed                 # the accumulator's batches are compressed:
                                                 # their uncompressed size is its upper bound

@@ -4,6 +4,7 @@
 Completion runs here, in C, once per response: no Python per batch or per record."""
 from libc.stdint cimport INT64_MAX, int32_t, int64_t
 
+from kcore.atomic_impl cimport kc_load_i64, kc_load_int, kc_store_i64, kc_store_int
 from kcore.producer_batch cimport ProducerBatch
 from kcore.timing_wheel cimport TimingWheel
 from kcore.transaction_manager cimport TransactionManager
@@ -31,7 +32,7 @@ cdef class SenderLoop:
         self.tm = transaction_manager
         self.net = net
         self.transactional_id = transactional_id
-        self.running = True
+        kc_store_int(&self._running, 1)
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
@@ -41,12 +42,47 @@ cdef class SenderLoop:
         self.on_piece_done = on_piece_done
         self.on_fail = on_fail
         self.split_parents, self.in_flight = {}, {}
-        self.requests = self.batches = self.records_sent = 0
+        kc_store_i64(&self._requests, 0)
+        kc_store_i64(&self._batches, 0)
+        kc_store_i64(&self._records_sent, 0)
         self.topic_tallies, self.node_tallies = {}, {}
         self.compressed = accumulator is not None and accumulator.compression_type is not None
         self.sample_every_ms, self.sample_due_ms = 1000, INT64_MAX
         self._queue_scan = self.wheel.add_c(now, QUEUE_SCAN)
         self._queue_scan_ms = now
+
+    # -- what other threads read (sender_loop.pxd) -------------------------------------------
+    @property
+    def running(self):
+        return <bint>kc_load_int(&self._running)
+
+    @running.setter
+    def running(self, bint value):
+        kc_store_int(&self._running, value)
+
+    @property
+    def requests(self):
+        return kc_load_i64(&self._requests)
+
+    @requests.setter
+    def requests(self, int64_t value):
+        kc_store_i64(&self._requests, value)
+
+    @property
+    def batches(self):
+        return kc_load_i64(&self._batches)
+
+    @batches.setter
+    def batches(self, int64_t value):
+        kc_store_i64(&self._batches, value)
+
+    @property
+    def records_sent(self):
+        return kc_load_i64(&self._records_sent)
+
+    @records_sent.setter
+    def records_sent(self, int64_t value):
+        kc_store_i64(&self._records_sent, value)
 
     def run(self, sender):
         """The Sender's loop while running: run_once, then sender.decide(now) when the
@@ -74,8 +110,8 @@ cdef class SenderLoop:
             self.in_flight[batch] = self.wheel.add_c(
                 batch.created_ms + self.delivery_timeout_ms, batch)
             self._count_batch(batch)
-        self.requests += 1
-        self.batches += len(batches)
+        kc_store_i64(&self._requests, kc_load_i64(&self._requests) + 1)
+        kc_store_i64(&self._batches, kc_load_i64(&self._batches) + len(batches))
         if node is not None:
             self._count_request(node, body)
         cdef ProduceResponseHandler handler = ProduceResponseHandler.__new__(
@@ -88,16 +124,21 @@ cdef class SenderLoop:
         """The loop's network poll, timed (poll_ns); then a snapshot into samples if due."""
         cdef int64_t start = monotonic_ns()
         self.net.poll(timeout)
-        self.poll_ns += monotonic_ns() - start
-        self.polls += 1
-        if now >= self.sample_due_ms and self.samples is not None:
-            self.sample_due_ms = now + self.sample_every_ms
-            self.samples.append(_snapshot(self, self.net.now_ms(), True))
+        cdef int64_t spent = monotonic_ns() - start
+        cdef bint sample = now >= self.sample_due_ms and self.samples is not None
+        when = self.net.now_ms() if sample else None
+        with self._counts_lock:
+            self.poll_ns += spent
+            self.polls += 1
+            if sample:  # under the lock: a reader never sees the *_max fields half reset
+                self.sample_due_ms = now + self.sample_every_ms
+                self.samples.append(_snapshot(self, when, True))
 
     def snapshot(self, int64_t now):
         """(now, the loop's counters, {topic: its counters}, {node: its counters}, the Sender's
         totals): the metrics counters now, as dicts (sender_loop.pxd); reads only."""
-        return _snapshot(self, now, False)
+        with self._counts_lock:
+            return _snapshot(self, now, False)
 
     # -- metrics counters (sender_loop.pxd) ---------------------------------------------------
     cdef int _count_batch(self, ProducerBatch batch) except -1:
@@ -106,26 +147,29 @@ cdef class SenderLoop:
         cdef int32_t n = batch.record_count
         cdef double ratio = <double>size / raw if raw > 0 else 1.0
         cdef double mean = <double>(raw - _BATCH_HEADER) / n if n > 0 else 0.0
-        cdef int64_t queued
+        cdef int64_t queued = 0
+        cdef bint drained = batch.drained_ms is not None
         cdef TopicTally tally
-        self.records_out += n
-        self.bytes_out += size
-        self.ratio_sum += ratio
-        self.record_size_sum += mean
-        self.batch_max = max(self.batch_max, size)
-        self.record_size_max = max(self.record_size_max, mean)
-        if batch.drained_ms is not None:
+        if drained:
             queued = <int64_t>batch.drained_ms - batch.created_ms
-            self.queue_ms_sum += queued
-            self.queue_ms_max = max(self.queue_ms_max, queued)
         topic = batch.topic_partition.topic
         tally = self.topic_tallies.get(topic)
         if tally is None:
             tally = self.topic_tallies[topic] = TopicTally()
-        tally.records += n
-        tally.bytes += size
-        tally.batches += 1
-        tally.ratio_sum += ratio
+        with self._counts_lock:
+            self.records_out += n
+            self.bytes_out += size
+            self.ratio_sum += ratio
+            self.record_size_sum += mean
+            self.batch_max = max(self.batch_max, size)
+            self.record_size_max = max(self.record_size_max, mean)
+            if drained:
+                self.queue_ms_sum += queued
+                self.queue_ms_max = max(self.queue_ms_max, queued)
+            tally.records += n
+            tally.bytes += size
+            tally.batches += 1
+            tally.ratio_sum += ratio
         return 0
 
     cdef int _count_request(self, node, list body) except -1:
@@ -133,20 +177,23 @@ cdef class SenderLoop:
         cdef NodeTally tally = self._node_tally(node)
         for piece in body:
             size += len(piece)
-        tally.requests += 1
-        tally.request_bytes += size
-        tally.request_max = max(tally.request_max, size)
+        with self._counts_lock:
+            tally.requests += 1
+            tally.request_bytes += size
+            tally.request_max = max(tally.request_max, size)
         return 0
 
     cdef int _count_response(self, node, response, int64_t throttle_ms) except -1:
         cdef NodeTally tally = self._node_tally(node)
         cdef int64_t latency = response.latency_ms
-        tally.responses += 1
-        tally.response_bytes += len(response.body)
-        tally.latency_sum += latency
-        tally.latency_max = max(tally.latency_max, latency)
-        tally.throttle_sum += throttle_ms
-        tally.throttle_max = max(tally.throttle_max, throttle_ms)
+        cdef Py_ssize_t size = len(response.body)
+        with self._counts_lock:
+            tally.responses += 1
+            tally.response_bytes += size
+            tally.latency_sum += latency
+            tally.latency_max = max(tally.latency_max, latency)
+            tally.throttle_sum += throttle_ms
+            tally.throttle_max = max(tally.throttle_max, throttle_ms)
         return 0
 
     cdef NodeTally _node_tally(self, node):
@@ -205,15 +252,16 @@ cdef class SenderLoop:
             self.accumulator.unmute(batch.topic_partition)
         if self.tm is not None:
             self.tm.remove_c(batch, True)
-        self.records_sent += batch.record_count
+        kc_store_i64(&self._records_sent, kc_load_i64(&self._records_sent) + batch.record_count)
         self.accumulator.complete(batch, base_offset, log_append_time)
         if self.split_parents:
             self.on_piece_done(batch)
         return 0
 
     def counters(self):
-        return {"request-total": self.requests, "batch-total": self.batches,
-                "record-send-total": self.records_sent}
+        return {"request-total": kc_load_i64(&self._requests),
+                "batch-total": kc_load_i64(&self._batches),
+                "record-send-total": kc_load_i64(&self._records_sent)}
 
 
 cdef class TopicTally:
