@@ -11,9 +11,10 @@
 # Threads (the one place these rules are written; buffer_pool.pyx points here):
 # - Every field from nonpooled on (the free list, spares, the waiter FIFO, closed, nwaiters):
 #   read and written under `lock`, by any thread, with or without the GIL. A thread holding the
-#   GIL takes `lock` only for a short section that never waits (_try_now, release_raw,
-#   properties). Exceptions, read without `lock`: nwaiters by the Sender's scans and
-#   unallocated_memory/free_slabs by metrics and tests: hints.
+#   GIL (attached) takes `lock` only for a short section that never waits and makes no C-API
+#   call (_try_now, release_raw, properties). One exception: nwaiters is also read without
+#   `lock` (nwaiters_hint(): the Sender's scans, the waiters property), a hint: every access to
+#   it is atomic (kc_load_ssize / kc_store_ssize; written under `lock`, or in the fork child).
 # - total_memory, slab_size, region_ok, lock_ok: set in __cinit__, then read-only.
 # - region: its own lock (region_impl.pxd), taken after `lock` or with no lock held.
 # - bp_waiter: on the waiting thread's stack; linked, unlinked and signalled under `lock`.
@@ -26,6 +27,7 @@
 #   _raw_free: without it.
 from libc.stdint cimport int64_t, uint8_t
 
+from kcore.atomic_impl cimport kc_load_ssize
 from kcore.fork_impl cimport kc_fork_obj
 from kcore.region_impl cimport kc_region
 from kcore.sync_impl cimport kc_cond_t, kc_mutex_t
@@ -88,10 +90,18 @@ cdef class BufferPool:
     cdef uint8_t* _raw_alloc(self, Py_ssize_t size) noexcept nogil
     cdef void _raw_free(self, uint8_t* mem, Py_ssize_t size) noexcept nogil
 
+    # Callers blocked in acquire: a hint, read without `lock` (any thread, no GIL needed).
+    cdef inline Py_ssize_t nwaiters_hint(self) noexcept nogil:
+        return kc_load_ssize(&self.nwaiters)
+
 
 # A writable buffer of len == size handed out by BufferPool.allocate. It tracks buffer
 # exports so deallocate can refuse while a memoryview still uses the memory; after
 # deallocate it is empty (len 0).
+# Threads: any. data, size, exports, released are read and written inside a critical section
+# on the PoolBuffer (__getbuffer__, __releasebuffer__, __len__, BufferPool.deallocate: one
+# deallocate wins, and no view is made of memory given back); __dealloc__ (the last
+# reference) alone reads them without one.
 cdef class PoolBuffer:
     cdef BufferPool pool
     cdef uint8_t* data

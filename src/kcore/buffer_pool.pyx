@@ -17,6 +17,7 @@ from operator import index
 
 from kcore.errors import IllegalArgumentError, IllegalStateError, KafkaTimeoutError
 
+from kcore.atomic_impl cimport kc_load_ssize, kc_store_ssize
 from kcore.fork_impl cimport *
 from kcore.region_impl cimport *
 from kcore.sync_impl cimport *
@@ -39,7 +40,7 @@ cdef void _after_fork(void* owner) noexcept nogil:
     # The forked child (fork_impl.pxd): its waiters' threads do not exist there.
     (<BufferPool>owner).head = NULL
     (<BufferPool>owner).tail = NULL
-    (<BufferPool>owner).nwaiters = 0
+    kc_store_ssize(&(<BufferPool>owner).nwaiters, 0)
 
 
 cdef int _reraise() except -1:
@@ -221,7 +222,7 @@ cdef class BufferPool:
             else:
                 self.head = &w
             self.tail = &w
-            self.nwaiters += 1
+            kc_store_ssize(&self.nwaiters, kc_load_ssize(&self.nwaiters) + 1)
             deadline = kc_monotonic_ns() + <int64_t>(max_block_ms * 1e6)
             while True:
                 if self.closed:
@@ -263,7 +264,7 @@ cdef class BufferPool:
                 w.next.prev = w.prev
             else:
                 self.tail = w.prev
-            self.nwaiters -= 1
+            kc_store_ssize(&self.nwaiters, kc_load_ssize(&self.nwaiters) - 1)
             kc_cond_destroy(&w.cond)
         self._wake_head()  # memory left over: let the next waiter take it
         kc_mutex_unlock(&self.lock)
@@ -361,16 +362,18 @@ cdef class BufferPool:
         cdef PoolBuffer b = <PoolBuffer>buf
         if b.pool is not self:
             raise ValueError("buffer was not allocated by this pool")
-        if b.released:
-            raise IllegalStateError("buffer already deallocated")
-        if b.exports:
-            raise BufferError("buffer still exported; release its views before "
-                              "deallocating")
-        cdef uint8_t* mem = b.data
-        cdef Py_ssize_t n = b.size
-        b.released = True
-        b.data = NULL
-        b.size = 0
+        cdef uint8_t* mem
+        cdef Py_ssize_t n
+        with cython.critical_section(b):  # one deallocate wins; no view is made meanwhile
+            if b.released:
+                raise IllegalStateError("buffer already deallocated")
+            if b.exports:
+                raise BufferError("buffer still exported; release its views before "
+                                  "deallocating")
+            mem, n = b.data, b.size
+            b.released = True
+            b.data = NULL
+            b.size = 0
         self.release_raw(mem, n)
 
     def close(self):
@@ -388,6 +391,7 @@ cdef class BufferPool:
     @property
     def available_memory(self):
         """Free bytes, pooled slabs included."""
+        cdef Py_ssize_t n  # C values only under the lock (no C-API call there)
         kc_mutex_lock(&self.lock)
         n = self.nonpooled + self.nfree * self.slab_size + self.spare_bytes
         kc_mutex_unlock(&self.lock)
@@ -396,19 +400,31 @@ cdef class BufferPool:
     @property
     def unallocated_memory(self):
         """Free bytes not held as pooled slabs."""
-        return self.nonpooled
+        cdef Py_ssize_t n
+        kc_mutex_lock(&self.lock)
+        n = self.nonpooled
+        kc_mutex_unlock(&self.lock)
+        return n
 
     @property
     def free_slabs(self):
-        return self.nfree
+        cdef Py_ssize_t n
+        kc_mutex_lock(&self.lock)
+        n = self.nfree
+        kc_mutex_unlock(&self.lock)
+        return n
 
     @property
     def spare_buffers(self):
         """Sizes of the free larger buffers kept for reuse, oldest first."""
-        kc_mutex_lock(&self.lock)
-        sizes = [self.spare_size[i] for i in range(self.nspare)]
+        cdef Py_ssize_t sizes[BP_SPARES]
+        cdef Py_ssize_t i, n
+        kc_mutex_lock(&self.lock)  # copied out: the list is made once it is let go
+        n = self.nspare
+        for i in range(n):
+            sizes[i] = self.spare_size[i]
         kc_mutex_unlock(&self.lock)
-        return sizes
+        return [sizes[i] for i in range(n)]
 
     @property
     def region_bytes(self):
@@ -425,11 +441,11 @@ cdef class BufferPool:
     @property
     def waiters(self):
         """Number of callers blocked in allocate."""
-        return self.nwaiters
+        return self.nwaiters_hint()
 
     def queued(self):
         """Java's name for waiters."""
-        return self.nwaiters
+        return self.nwaiters_hint()
 
     def __reduce_ex__(self, protocol):
         raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)
@@ -455,15 +471,18 @@ cdef class PoolBuffer:
     """Writable memory from BufferPool.allocate (buffer protocol; use memoryview(buf))."""
 
     def __getbuffer__(self, Py_buffer* view, int flags):
-        PyBuffer_FillInfo(view, self, <void*>(self.data if self.data != NULL else _empty),
-                          self.size, 0, flags)
-        self.exports += 1
+        with cython.critical_section(self):  # against deallocate and other exports
+            PyBuffer_FillInfo(view, self, <void*>(self.data if self.data != NULL else _empty),
+                              self.size, 0, flags)
+            self.exports += 1
 
     def __releasebuffer__(self, Py_buffer* view):
-        self.exports -= 1
+        with cython.critical_section(self):
+            self.exports -= 1
 
     def __len__(self):
-        return self.size
+        with cython.critical_section(self):
+            return self.size
 
     def __reduce_ex__(self, protocol):
         raise TypeError("a %s cannot be pickled or copied" % type(self).__name__)

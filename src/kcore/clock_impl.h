@@ -24,15 +24,13 @@ static int64_t kc_wall_ms(void) {
     clock_gettime(CLOCK_REALTIME, &t);
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
+/* kc_forks: written only in a forked child, before any other thread exists there. */
 static volatile int kc_forks = 0;
 static void kc_after_fork_in_child(void) { kc_forks++; }
-static void kc_install_fork_hook(void) {
-    static int installed = 0;
-    if (!installed) {
-        installed = 1;
-        pthread_atfork(NULL, NULL, kc_after_fork_in_child);
-    }
-}
+static pthread_once_t kc_fork_hook_once = PTHREAD_ONCE_INIT;
+static void kc_register_fork_hook(void) { pthread_atfork(NULL, NULL, kc_after_fork_in_child); }
+/* Once per module that includes this (any thread: pthread_once makes it once-only). */
+static void kc_install_fork_hook(void) { pthread_once(&kc_fork_hook_once, kc_register_fork_hook); }
 static int kc_fork_generation(void) { return kc_forks; }
 #endif
 #endif
