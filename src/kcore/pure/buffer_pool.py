@@ -224,12 +224,13 @@ class BufferPool:
             if buf._released:
                 raise IllegalStateError("buffer already deallocated")
             size = len(buf)
-            try:
-                bytearray.append(buf, 0)  # a resize fails while anything exports the buffer
+            try:  # a resize fails while anything exports the buffer (an empty one is grown
+                if not size:  # to probe it: only then can a view made meanwhile see a byte)
+                    bytearray.append(buf, 0)
+                bytearray.clear(buf)
             except BufferError:
                 raise BufferError("buffer still exported; release its views before "
                                   "deallocating") from None
-            bytearray.clear(buf)
             buf._released = True
             if size == self._slab and self._nfree < self._total // self._slab:
                 self._nfree += 1

@@ -135,8 +135,9 @@ class SendPath:
             raise IllegalStateError("KafkaProducer already closed!")
         if self.fork_generation != fork_generation():
             raise _forked_error()
-        if self.tm is not None:
-            if self.tm.fatal_error is not None:
-                raise self.tm.fatal_error
-            if self.tm.send_refusal is not None:
-                raise self.tm.send_refusal
+        if self.tm is not None:  # each read once: another thread may clear it meanwhile
+            error = self.tm.fatal_error
+            if error is None:
+                error = self.tm.send_refusal
+            if error is not None:
+                raise error
