@@ -5,8 +5,8 @@
 # partitioner per topic, shared by every caller thread:
 # - _lock (a PyMutex; a leaf: nothing else is taken under it, no Python code runs under it but
 #   reading ints of `_available`): held by _update_partitions, _sticky_partition (once no
-#   sticky partition is set), _next_partition and _switch_from, and by the properties. It
-#   guards _available, _num_partitions, _rng and every write of _sticky.
+#   sticky partition is set), _next_partition and _switch_from, and the `available` property.
+#   It guards _available, _num_partitions, _rng and every write of _sticky.
 # - topic, sticky_batch_size: set in __init__, then only read (sticky_batch_size also without
 #   the GIL, by _add_produced).
 # - _sticky: written under _lock only (kc_store_int); read without it (kc_load_int), by

@@ -12,7 +12,7 @@
 #   Sender writes them under _counts_lock only (a PyMutex, a leaf: nothing else is taken under
 #   it; the Sender runs only C updates and its own snapshot under it), and reads them as it
 #   likes (the one writer). The *_max fields are reset by the Sender thread's own snapshots
-#   only, under _counts_lock. Nothing else reads them while the Sender runs.
+#   only, under _counts_lock. No other thread reads them but through snapshot().
 # - samples, totals, sample_every_ms, sample_due_ms are set by pyprod's ProducerMetrics before
 #   the Sender thread starts; then the Sender alone uses them (samples: a deque, which locks
 #   itself, popped by ProducerMetrics).
