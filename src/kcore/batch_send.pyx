@@ -15,7 +15,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memset
 
-from kcore.atomic_impl cimport kc_load_flag, kc_load_int_acquire, kc_store_flag, kc_store_ssize
+from kcore.atomic_impl cimport kc_load_flag, kc_store_flag, kc_store_ssize
 from kcore.batch_columns cimport Columns, free_columns, next_record, read_columns
 from kcore.buffer_pool cimport BP_OK, BP_WOULD_BLOCK, BufferPool
 from kcore.builtin_partitioner cimport BuiltInPartitioner, partition_for_key
@@ -259,7 +259,7 @@ cdef class _Call:
                         if self.slots[part].let_go:  # sendable: the Sender may take it now
                             self._release(part)      # (else it is held again, and grows)
                             _wake(self)
-                        if part == self.partitioner.sticky:
+                        if part == self.partitioner.sticky_hint():
                             self.rolled = True
                     # the batch it filled is full: enable the switch
                     if self.stop_switch and self.rolled and self.partitioner._switch_from(part):
@@ -335,7 +335,7 @@ cdef class _Call:
 
     cdef int _widen(self, int part) except -1:
         """Slots for the topic's partitions now (another thread's metadata update grew it)."""
-        cdef int n = kc_load_int_acquire(&self.info.num_partitions)
+        cdef int n = self.info.partitions_c()
         cdef Slot* grown
         if n > self.nparts:
             grown = <Slot*>realloc(self.slots, n * sizeof(Slot))
@@ -363,7 +363,7 @@ cdef class _Call:
 
     cdef int _roll(self, int part) except -1:
         kc_store_flag(&(<ProducerBatch>self.slots[part].batch).closed, 1)
-        if part == self.partitioner.sticky:
+        if part == self.partitioner.sticky_hint():
             self.rolled = True
         return self._release(part)
 
@@ -438,7 +438,7 @@ cdef class BatchSendPath:
         call.future = future
         if n:
             call.info = self._topic(topic, top)
-            call.nparts = call.key_parts = kc_load_int_acquire(&call.info.num_partitions)
+            call.nparts = call.key_parts = call.info.partitions_c()
             call.partitioner = call.info.partitioner
             call.slots = <Slot*>calloc(call.nparts, sizeof(Slot))
             if call.slots == NULL:
@@ -454,13 +454,13 @@ cdef class BatchSendPath:
         acc = self.accumulator
         part = top if top >= 0 else None
         info = acc.topic_info(topic)
-        if info is None or top >= kc_load_int_acquire(&info.num_partitions):
+        if info is None or top >= info.partitions_c():
             try:
                 self.wait_on_metadata(topic, part, self.max_block_ms)
             except KafkaTimeoutError as e:
                 raise KafkaTimeoutError("send_batch: %s; no records were appended" % (e,)) \
                     from e
             info = acc.topic_info(topic)
-            if info is None or top >= kc_load_int_acquire(&info.num_partitions):
+            if info is None or top >= info.partitions_c():
                 raise _not_in_metadata(topic, part)
         return info

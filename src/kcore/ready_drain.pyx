@@ -127,7 +127,7 @@ cdef class ReadyDrain:
             (<ProducerBatch>first).is_full_c()
         return ((<PartitionQueue>dq).count > 1 or full or
                 now - (<ProducerBatch>first).last_attempt_ms >= self.linger_ms or
-                self.pool.nwaiters > 0 or kc_load_flag(&self._closed) or
+                self.pool.nwaiters_hint() > 0 or kc_load_flag(&self._closed) or
                 kc_load_i64(&self._flushes) > 0)
 
     # -- drain() ---------------------------------------------------------------------------

@@ -22,6 +22,8 @@
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
+from kcore.atomic_impl cimport kc_load_int_acquire
+
 from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
@@ -37,6 +39,10 @@ cdef class TopicInfo:
     cdef public list tps
     cdef public list deques                       # PartitionQueue per partition
     cdef public BuiltInPartitioner partitioner   # the sticky partition for null keys
+
+    # num_partitions for a reader without _topics_lock: the lists are this long at least
+    cdef inline int partitions_c(self) noexcept nogil:
+        return kc_load_int_acquire(&self.num_partitions)
 
 
 # _append's flags: the append took its batch to batch_size (once per batch); it made a new

@@ -138,11 +138,11 @@ cdef class SendPath:
 
         remaining = self.max_block_ms
         info = acc._topic_info(topic)
-        if info is None or part >= info.num_partitions:
+        if info is None or part >= info.partitions_c():
             start = _now_ms()
             self.wait_on_metadata(topic, partition, self.max_block_ms)
             info = acc._topic_info(topic)
-            if info is None or part >= info.num_partitions:
+            if info is None or part >= info.partitions_c():
                 raise _not_in_metadata(topic, partition)
             remaining = max(0, self.max_block_ms - (_now_ms() - start))
 
@@ -158,7 +158,7 @@ cdef class SendPath:
                 abort = kb is None and self.on_new_batch is not None
             elif kb is not None:
                 part = partition_for_key(<const uint8_t*>PyBytes_AS_STRING(kb),
-                                         PyBytes_GET_SIZE(kb), info.num_partitions)
+                                         PyBytes_GET_SIZE(kb), info.partitions_c())
             else:
                 part = info.partitioner._sticky_partition()
                 sticky = True
@@ -186,7 +186,7 @@ cdef class SendPath:
     cdef int _custom(self, topic, key, kb, value, vb, TopicInfo info) except -1:
         partition = custom_partition(self.partitioner, topic, key, kb, value, vb,
                                      self.accumulator.metadata.cluster)
-        if type(partition) is not int or not 0 <= partition < info.num_partitions:
+        if type(partition) is not int or not 0 <= partition < info.partitions_c():
             raise ValueError("Partitioner did not assign a valid partition for topic %s: %r"
                              % (topic, partition))
         return partition
