@@ -2,9 +2,12 @@
 another thread's metadata update and sticky switch in the middle of a send_batch call, a column
 that changes length during the call, a batch collected in a reference cycle, a send() that
 waits for memory while another thread's writer holds the open batch, a batch whose build
-raises in drain(), a release that raises, and a fork while the pool is in use."""
+raises in drain(), a release that raises, and a fork while the pool is in use. The topic
+updates' interleavings come from the collector on a GIL build and from real threads on a
+free-threaded one (its collector ignores gc.set_threshold)."""
 import gc
 import sys
+import sysconfig
 import threading
 import time
 import types
@@ -20,6 +23,12 @@ from tests.harness.forked import run_forked
 from test_batch_growth import _complete, _send, _values
 from test_record_accumulator import FakeMetadata, _drain_all, accumulator
 
+# The free-threaded collector ignores gc.set_threshold(1): the topic-update races are driven
+# with real threads there, RACE_ROUNDS rounds each.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+RACE_ROUNDS = 400
+WAIT_S = 0.05
+
 
 def _paths(k, metadata, wakeup=lambda: None, **configs):
     cfg = config.build(**configs)
@@ -33,6 +42,16 @@ def _grow_topic(metadata, partitions):
     """What a metadata update on another thread does: more partitions, a new version."""
     grown = FakeMetadata(partitions)
     metadata.cluster, metadata.version = grown.cluster, metadata.version + 1
+
+
+def _drain_on(acc, cluster):
+    """Every batch, drained against cluster (the grown topic's)."""
+    acc.begin_flush()
+    batches = []
+    while acc.has_undrained():
+        for drained in acc.drain(cluster, {0}, 1 << 20, 10**12).values():
+            batches.extend(drained)
+    return batches
 
 
 def test_sticky_partition_past_the_calls_partitions(k):
@@ -57,11 +76,7 @@ def test_sticky_partition_past_the_calls_partitions(k):
     values = [b"%06d" % i for i in range(3000)]
     future = bp.send("t", values)
     assert seen[0] < 2 <= seen[1]
-    acc.begin_flush()
-    batches = []
-    while acc.has_undrained():
-        for drained in acc.drain(meta.cluster, {0}, 1 << 20, 10**12).values():
-            batches.extend(drained)
+    batches = _drain_on(acc, meta.cluster)
     assert not any(b.appending for b in batches)
     parts = {b.topic_partition.partition for b in batches}
     assert seen[1] in parts and max(parts) >= 2
@@ -271,45 +286,157 @@ def test_a_list_column_while_another_thread_imports_pyarrow(k, monkeypatch):
     _complete(acc, batches)
 
 
+def _during_collection(nth, other, call):
+    """call() with other() run as the nth collection starts during it: gc.set_threshold(1)
+    makes a collection at (nearly) every allocation, and gc.callbacks run other (a GIL build;
+    the free-threaded collector ignores that threshold). Returns call()'s result and how many
+    collections started."""
+    starts = []
+
+    def collecting(phase, _info):
+        if phase == "start":
+            starts.append(1)
+            if len(starts) == nth:
+                other()
+
+    gc.callbacks.append(collecting)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        return call(), len(starts)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collecting)
+
+
+class _Pause(threading.local):
+    """Set on the first thread of _on_two_threads only."""
+    spins, wait, serialised, entered, other = 0, False, False, None, None
+
+
+class _PausingMetadata(FakeMetadata):
+    """FakeMetadata whose cluster, read by the first thread of _on_two_threads, says so
+    (``entered``), then waits for the other thread's call to end (``other``; up to WAIT_S, if
+    ``wait``) and spins a while: the window between an update's read of the version and its
+    writes, which a preemption (or with the GIL a collection) can open, made wide enough for
+    the other thread to land in."""
+    pause = _Pause()
+
+    @property
+    def cluster(self):
+        pause = self.pause
+        if pause.entered is not None:
+            pause.entered.set()
+            if pause.wait and not pause.other.wait(WAIT_S):
+                pause.serialised = True  # the other call cannot run meanwhile: a lock
+            for _ in range(pause.spins):
+                pass
+        return self._cluster
+
+    @cluster.setter
+    def cluster(self, value):
+        self._cluster = value
+
+
+def _on_two_threads(nth, setup, first, second):
+    """A free-threaded build's way to the race: RACE_ROUNDS rounds, each with a fresh state from
+    setup(); first(state) and second(state) on two threads (started once, released together by
+    a Barrier). Odd rounds: second runs wholly inside first's call, from first's read of the
+    metadata's cluster (as the other update runs inside a collection on a GIL build), until a
+    round finds that it cannot (they are serialised). Even rounds: both at once, first's read
+    and second's start delayed by a few turns that vary with the round and nth, so that they
+    overlap at different points. Yields (state, first's result) each round."""
+    start, end = threading.Barrier(3), threading.Barrier(3)
+    box, results, errors = [None], [None], []
+    entered, other = threading.Event(), threading.Event()
+    pause = _PausingMetadata.pause
+
+    def run(j):
+        try:
+            for i in range(RACE_ROUNDS):
+                start.wait()
+                try:
+                    if j == 0:
+                        pause.entered, pause.other = entered, other
+                        pause.wait = i % 2 and not pause.serialised
+                        pause.spins = 0 if pause.wait else (i * 37 + nth * 101) % 3000
+                        results[0] = first(box[0])
+                    else:
+                        if i % 2:
+                            entered.wait(WAIT_S)
+                        for _ in range((i * 13 + nth * 7) % 120):
+                            pass
+                        second(box[0])
+                except BaseException as e:  # noqa: BLE001 - raised in the test
+                    errors.append(e)
+                finally:
+                    pause.entered = None
+                    if j == 1:
+                        other.set()
+                end.wait()
+        except threading.BrokenBarrierError:
+            pass
+
+    threads = [threading.Thread(target=run, args=(j,), daemon=True) for j in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(RACE_ROUNDS):
+            box[0] = setup()
+            entered.clear()
+            other.clear()
+            start.wait(30)
+            end.wait(30)
+            if errors:
+                raise errors[0]
+            yield box[0], results[0]
+    finally:
+        start.abort()
+        end.abort()
+        for t in threads:
+            t.join(30)
+
+
+def _grown(k, partitions):
+    """An accumulator whose topic "t" it knows with 2 partitions, the metadata since grown."""
+    meta = _PausingMetadata(2)
+    acc, sp, _ = _paths(k, meta)
+    acc.topic_info("t")
+    _grow_topic(meta, partitions)
+    return types.SimpleNamespace(meta=meta, acc=acc, sp=sp)
+
+
 @pytest.mark.parametrize("nth", range(1, 9))
 def test_a_topic_update_interleaved_with_another_keeps_partitions_in_step(k, nth):
     """Making a queue for a new partition may run the collector, and so another thread's (or
     a finalizer's) update of the same topic: the partitions and their queues stay in step, one
     queue each (they were shifted: a batch for partition p went into p+1's queue, under p's
-    name, and two queues sent one partition's batches out of order)."""
-    meta = FakeMetadata(2)
-    acc, sp, _ = _paths(k, meta)
-    acc.topic_info("t")
-    _grow_topic(meta, 8)
-    starts = []
+    name, and two queues sent one partition's batches out of order). Free-threaded: the other
+    update runs on another thread (_on_two_threads)."""
+    if FREE_THREADED:
+        def update(s):
+            return s.acc.topic_info("t")
 
-    def collecting(phase, _info):  # the nth collection: another update of the topic
-        if phase == "start":
-            starts.append(1)
-            if len(starts) == nth:
-                acc.topic_info("t")
+        for s, info in _on_two_threads(nth, lambda: _grown(k, 8), update, update):
+            _check_in_step(s, info)
+        return
+    s = _grown(k, 8)
+    info, starts = _during_collection(nth, lambda: s.acc.topic_info("t"),
+                                      lambda: s.acc.topic_info("t"))
+    assert starts >= nth
+    _check_in_step(s, info)
 
-    gc.callbacks.append(collecting)
-    threshold = gc.get_threshold()
-    gc.set_threshold(1)  # a collection at (nearly) every allocation
-    try:
-        info = acc.topic_info("t")
-    finally:
-        gc.set_threshold(*threshold)
-        gc.callbacks.remove(collecting)
+
+def _check_in_step(s, info):
     n = info.num_partitions
-    assert n == 8 and len(starts) >= nth
+    assert n == 8
     assert [tp.partition for tp in info.tps[:n]] == list(range(8))
     assert [dq.tp for dq in info.deques[:n]] == info.tps[:n]
-    futures = [sp.send("t", b"v%d" % p, partition=p) for p in range(8)]
-    acc.begin_flush()
-    batches = []
-    while acc.has_undrained():
-        for drained in acc.drain(meta.cluster, {0}, 1 << 20, 10**12).values():
-            batches.extend(drained)
+    futures = [s.sp.send("t", b"v%d" % p, partition=p) for p in range(8)]
+    batches = _drain_on(s.acc, s.meta.cluster)
     assert sorted((b.topic_partition.partition, _values([b])) for b in batches) == \
         [(p, [b"v%d" % p]) for p in range(8)]
-    _complete(acc, batches)
+    _complete(s.acc, batches)
     assert [f.get(0).partition for f in futures] == list(range(8))
 
 
@@ -327,27 +454,25 @@ def test_memory_goes_back_when_making_a_batch_raises(k):
 
 def test_an_older_topic_update_never_undoes_a_newer_one(k):
     """The other update (a gc callback while this one makes queues) saw newer metadata: this
-    one, which read older metadata, leaves the topic as the newer one left it."""
-    meta = FakeMetadata(2)
-    acc, _, _ = _paths(k, meta)
-    acc.topic_info("t")
-    _grow_topic(meta, 8)
-    done = []
+    one, which read older metadata, leaves the topic as the newer one left it. Free-threaded:
+    the other update (newer metadata, then the update) runs on another thread
+    (_on_two_threads)."""
+    def newer(s):
+        _grow_topic(s.meta, 16)  # newer metadata, seen by the other update only
+        s.acc.topic_info("t")
 
-    def collecting(phase, _info):
-        if phase == "start" and not done:
-            done.append(1)
-            _grow_topic(meta, 16)  # newer metadata, seen by the other update only
-            acc.topic_info("t")
+    if FREE_THREADED:
+        for s, info in _on_two_threads(1, lambda: _grown(k, 8),
+                                       lambda s: s.acc.topic_info("t"), newer):
+            _check_newest(s, info)
+        return
+    s = _grown(k, 8)
+    info, starts = _during_collection(1, lambda: newer(s), lambda: s.acc.topic_info("t"))
+    assert starts
+    _check_newest(s, info)
 
-    gc.callbacks.append(collecting)
-    threshold = gc.get_threshold()
-    gc.set_threshold(1)
-    try:
-        info = acc.topic_info("t")
-    finally:
-        gc.set_threshold(*threshold)
-        gc.callbacks.remove(collecting)
-    assert done and info.num_partitions == 16 and info.version == meta.version
+
+def _check_newest(s, info):
+    assert info.num_partitions == 16 and info.version == s.meta.version
     assert [dq.tp.partition for dq in info.deques[:16]] == list(range(16))
     assert info.partitioner.num_partitions == 16
