@@ -208,8 +208,15 @@ def _embedded(obj, name):
     return None if m is None else parse_c_params(m.group(1))
 
 
+# Since 3.13 a no-argument builtin (METH_NOARGS) has the text signature "($self, /)": its C
+# self, which a function or a staticmethod does not bind. It takes no parameter.
+NOARGS_SIGNATURE = "($self, /)"
+
+
 def routine_params(obj, name, method):
     """[(name, kind, default)] of a function, or of a method without its self."""
+    if getattr(obj, "__text_signature__", None) == NOARGS_SIGNATURE:
+        return []
     try:
         params = _from_signature(inspect.signature(obj))
     except (ValueError, TypeError):
