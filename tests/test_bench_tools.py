@@ -341,3 +341,43 @@ def test_transactional_table(compare, tmp_path):
     assert "| 10.00x | 10.00x |" in text and "| 2.00x | 2.00x |" in text
     assert "Not run: kafka-python on the librdkafka mock broker" in text
     assert "not steady state" in tx.markdown(dict(meta, steady_state=False), rows)
+
+
+def test_threads_table_on_synthetic_runs(compare):
+    """bench/threads.py: one row per thread count, ratios to one thread, the GIL as the runs
+    saw it."""
+    threads = _load("threads")
+    assert threads.steady_records(4 * 2 ** 20) * 120 * 0.05 >= 4 * 2 ** 20
+    runs = [{"threads": n, "records": 1000, "wall_s": wall * (1 + rnd), "cpu_s": 0.002 * n,
+             "gil_enabled": False, "round": rnd}
+            for rnd in range(3) for n, wall in ((1, 1.0), (2, 0.5), (4, 0.4))]
+    rows = threads.summarize(runs)
+    assert [(r["threads"], r["ratio_to_1"]) for r in rows] == [(1, 1.0), (2, 2.0), (4, 2.5)]
+    meta = dict(META, free_threaded_build=True, python_gil="0", buffer_memory=4 * 2 ** 20,
+                steady_state=False)
+    text = threads.markdown(meta, rows)
+    assert "| 4 | 1,250 (833..2,500) | 2.50x | 8.00 | 0.01 | off |" in text
+    assert "GIL enabled in the runs (sys._is_gil_enabled()): off." in text
+    assert "free-threaded build, PYTHON_GIL=0" in text and "not steady state" in text
+
+
+@pytest.mark.parametrize("argv,message", [(["--threads", "0"], "--threads"),
+                                          (["--threads", "x"], "--threads"),
+                                          (["--rounds", "0"], "must be positive")])
+def test_threads_bad_arguments(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        _load("threads").main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_threads_tiny_run_on_the_mock(tmp_path, capsys):
+    """bench/threads.py on librdkafka's mock cluster: 1 and 2 threads, every record landed
+    (checked by end offsets), sys._is_gil_enabled() reported."""
+    pytest.importorskip("confluent_kafka")
+    threads = _load("threads")
+    assert threads.main(["--threads", "1,2", "--rounds", "1", "--records", "3000",
+                         "--out-dir", str(tmp_path), "--name", "t"]) == 0
+    saved = json.loads((tmp_path / "t.json").read_text())
+    assert [(r["threads"], r["records"]) for r in saved["rows"]] == [(1, 3000), (2, 3000)]
+    assert all(isinstance(r["gil_enabled"], bool) for r in saved["runs"])
+    assert "| 2 |" in capsys.readouterr().out and (tmp_path / "t.md").exists()
