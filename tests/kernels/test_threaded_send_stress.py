@@ -10,6 +10,7 @@ locks are in: that is what the test is for (scripts/free_threaded.sh --declare-f
 case runs in a forked child, so that a crash fails that case alone, with the signal and
 faulthandler's stacks. Records per writer thread: $PYPROD_STRESS_RECORDS (default 4000 on a GIL
 build, 15000 on a free-threaded one, where the races are to be caught)."""
+import faulthandler
 import os
 import random
 import sys
@@ -32,7 +33,7 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 RECORDS = int(os.environ.get("PYPROD_STRESS_RECORDS") or (15000 if FREE_THREADED else 4000))
 CHUNK = 64  # rows per send_batch() call
 TS0 = 1_700_000_000_000
-DEADLINE_S = 60  # a hang (a batch never handed over) fails the test instead
+DEADLINE_S = 30  # a hang (a batch never handed over) fails the test instead
 
 
 def _rows(t, n):
@@ -141,9 +142,15 @@ def often_switching():
 @pytest.mark.parametrize("batch_size", [512, 16384])
 def test_writers_and_a_drainer_lose_nothing(k, batch_size, often_switching):
     if FREE_THREADED:
-        run_forked(lambda: _stress(k, batch_size), guard=DEADLINE_S * 3)
+        run_forked(lambda: _in_child(k, batch_size), guard=DEADLINE_S * 3)
     else:
         _stress(k, batch_size)
+
+
+def _in_child(k, batch_size):
+    # a hang past the deadlines: every thread's stack, then the child exits (1)
+    faulthandler.dump_traceback_later(DEADLINE_S * 3 - 5, exit=True, file=sys.__stderr__)
+    _stress(k, batch_size)
 
 
 def _stress(k, batch_size):
