@@ -9,8 +9,14 @@
 #   scripts/free_threaded.sh tests/kernels/test_gil_free_races.py -x
 #   scripts/free_threaded.sh --tsan           the same CPython built --with-thread-sanitizer
 #                                             (another dir), kcore with -fsanitize=thread; the
-#                                             tests run with PYTHON_GIL=0 only; races reported
-#                                             by TSan are listed at the end
+#                                             thread tests (test_threaded_send_stress.py,
+#                                             test_gil_free_races.py; or the tests named) run
+#                                             with PYTHON_GIL=0 only; TSan's reports with a kcore
+#                                             frame are listed at the end (suppressed: only
+#                                             CPython's own races, scripts/tsan_suppressions.txt)
+#   scripts/free_threaded.sh --bench [ARGS]   the stress test, then bench/threads.py (ARGS are
+#                                             its options) with PYTHON_GIL=0 and =1: writes
+#                                             bench/results/threads_ft_gil0.* and _gil1.*
 #   scripts/free_threaded.sh --build-only     build CPython and the venv, nothing else
 #   scripts/free_threaded.sh --no-peers       skip the table of which test-extra packages install
 #                                             (slow under --tsan; tests needing one then skip/fail)
@@ -18,7 +24,8 @@
 #                                             Cython's freethreading_compatible=True (the
 #                                             CYTHON_FREETHREADING_COMPATIBLE macro; setup.py
 #                                             is not changed): an experiment until issue 31's
-#                                             locks are in (see docs/free_threading.md)
+#                                             locks are in (see docs/free_threading.md); nothing
+#                                             to do once setup.py declares it itself
 # Where: $PYPROD_FT_CACHE (default ~/.cache/pyprod): cpython-3.14t[-tsan] (the install),
 # venv-3.14t[-tsan], src (the tarball), build (the build trees, kept for a rebuild), apt (a private
 # apt state: the machine's apt sources are not changed). A CPython already built with the same
@@ -38,10 +45,11 @@ repo=$PWD
 say() { printf 'free-threaded: %s\n' "$*"; }
 die() { say "$*" >&2; exit 1; }
 
-tsan=0 build_only=0 declare_ft=0 no_peers=0
+tsan=0 build_only=0 declare_ft=0 no_peers=0 bench=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --tsan) tsan=1 ;;
+    --bench) bench=1 ;;
     --build-only) build_only=1 ;;
     --declare-ft) declare_ft=1 ;;
     --no-peers) no_peers=1 ;;
@@ -50,6 +58,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+[ "$tsan" = 1 ] && [ "$bench" = 1 ] && die "--bench measures: not under --tsan"
+stress=tests/kernels/test_threaded_send_stress.py
+thread_tests=("$stress" tests/kernels/test_gil_free_races.py)
 
 PIN_VERSION=3.14.7   # the fallback release; its sha256 as in the maintainer-signed python3.14_3.14.7-1.dsc
 PIN_SHA256=3b48dac8fb59f62eaa67ac83c1eb12bda1b7a08406dd286e252c11a66be27f81
@@ -80,7 +91,7 @@ if [ "$tsan" = 1 ]; then
   rm -rf "$probe"
   # Building, pip and the compile run the instrumented interpreter quietly (a race reported in
   # CPython or pip there must not fail the step: TSan's exit code is 66 after any report); the
-  # tests set their own options (CPython's own suppressions, reports logged and listed).
+  # tests set their own options (scripts/tsan_suppressions.txt, reports logged and listed).
   export TSAN_OPTIONS="report_bugs=0 exitcode=0"
 fi
 
@@ -181,15 +192,10 @@ build_python() {
      && nice -n 10 "${run[@]}" make install "${install_opts[@]}" > install.log 2>&1) \
     || { tail -30 "$tree/make.log" "$tree/install.log" >&2 2>/dev/null; die "make failed (logs in $tree)"; }
   t2=$(date +%s)
-  [ "$tsan" = 1 ] && cp "$tree/Tools/tsan/suppressions_free_threading.txt" "$prefix/tsan-suppressions.txt"
   { echo "$want"; echo "configure $((t1 - t0))s, make+install $((t2 - t1))s, jobs=$jobs, $(nproc) cores"; } > "$stamp"
   say "built $name in $((t2 - t0))s (configure $((t1 - t0))s, make+install $((t2 - t1))s)"
 }
 build_python
-if [ "$tsan" = 1 ] && [ ! -e "$prefix/tsan-suppressions.txt" ]; then
-  cp "$cache/build/$name/Tools/tsan/suppressions_free_threading.txt" "$prefix/tsan-suppressions.txt" \
-    || die "no Tools/tsan/suppressions_free_threading.txt in $cache/build/$name: rebuild ($prefix)"
-fi
 "${run[@]}" "$python" -c 'import sys, sysconfig; assert sysconfig.get_config_var("Py_GIL_DISABLED"); assert not sys._is_gil_enabled()' \
   || die "$python is not a free-threaded build"
 
@@ -261,14 +267,25 @@ rm -rf "$work/src/kcore/__pycache__" "$work/src/kcore"/*/__pycache__ "$work/src/
 for pyx in "$work"/src/kcore/*.pyx; do rm -f "${pyx%.pyx}.c"; done   # generated, not *_impl.c
 cflags="-g"; ldflags=""
 [ "$tsan" = 1 ] && { cflags="-fsanitize=thread -g -O1"; ldflags="-fsanitize=thread"; }
-if [ "$declare_ft" = 1 ]; then
+if [ "$declare_ft" = 1 ] && grep -q freethreading_compatible setup.py; then
+  say "--declare-ft: setup.py declares freethreading_compatible itself: nothing to add"
+elif [ "$declare_ft" = 1 ]; then
   # What the directive does, without touching setup.py: Cython's generated C reads this macro
   # when the directive is absent, and then sets the modules' Py_mod_gil slot to NOT_USED.
   cflags="$cflags -DCYTHON_FREETHREADING_COMPATIBLE=1"
   say "--declare-ft: every module declares Py_MOD_GIL_NOT_USED (an experiment: kcore is not safe yet)"
 fi
-say "compiling kcore in $work (CFLAGS=$cflags)"
 t0=$(date +%s)
+plain=$cache/venv-3.14t/bin/python
+if [ "$tsan" = 1 ] && "$plain" -c 'import Cython' 2>/dev/null; then
+  # Cythonizing under the instrumented interpreter took over 7 minutes; the generated C does not
+  # depend on the interpreter, so the plain 3.14t venv writes it (setup.py cythonizes when it is
+  # loaded; the TSan build below then finds the .c files current and only compiles them).
+  say "cythonizing with $plain (the TSan build compiles the C)"
+  (cd "$work" && nice -n 10 "$plain" setup.py -q --name >cythonize.log 2>&1) \
+    || { tail -20 "$work/cythonize.log" >&2; die "cythonize failed"; }
+fi
+say "compiling kcore in $work (CFLAGS=$cflags)"
 if ! (cd "$work" && CFLAGS="$cflags" LDFLAGS="$ldflags" nice -n 10 "${run[@]}" "$vpy" setup.py -q build_ext --inplace -j "$jobs" >build.log 2>&1); then
   tail -40 "$work/build.log" >&2
   die "kcore build failed"
@@ -319,9 +336,9 @@ run_pytest() {   # run_pytest <label> <PYTHON_GIL value or "default"> <pytest ar
   local envs=(-u PYPROD_NO_EXTENSIONS PYTHONPATH="$work/src:$repo/src:$repo")
   if [ "$gil" = default ]; then envs=(-u PYTHON_GIL "${envs[@]}"); else envs+=(PYTHON_GIL="$gil"); fi
   if [ "$tsan" = 1 ]; then
-    # CPython's own suppressions for its free-threaded build only (Tools/tsan in its source):
-    # a report with a kcore frame is never suppressed.
-    envs+=(TSAN_OPTIONS="suppressions=$prefix/tsan-suppressions.txt halt_on_error=0 second_deadlock_stack=1 log_path=$work/tsan")
+    # Suppressed: CPython's own races only (race_top: the racing access is in CPython's code).
+    envs+=(TSAN_OPTIONS="suppressions=$repo/scripts/tsan_suppressions.txt halt_on_error=0 second_deadlock_stack=1 log_path=$work/tsan"
+           PYPROD_STRESS_RECORDS="${PYPROD_STRESS_RECORDS:-3000}")   # instrumented: 5-15x slower
   fi
   say "$label: python -m pytest $* (PYTHON_GIL=$gil)"
   env "${envs[@]}" "${run[@]}" "$vpy" -m pytest -q -p no:cacheprovider \
@@ -329,8 +346,20 @@ run_pytest() {   # run_pytest <label> <PYTHON_GIL value or "default"> <pytest ar
 }
 gils=(0 default); [ "$tsan" = 1 ] && gils=(0)
 status=0
-if [ $# -gt 0 ]; then
+if [ "$bench" = 1 ]; then
+  # The stress test is expected to fail while kcore's locks are not in: the bench runs anyway.
+  for g in "${gils[@]}"; do run_pytest stress "$g" "$stress" || status=1; done
+  "$vpy" -c 'import confluent_kafka' 2>/dev/null \
+    || die "bench/threads.py needs confluent-kafka (the mock cluster) in $venv: run without --no-peers"
+  for g in 0 1; do
+    say "bench: bench/threads.py --name threads_ft_gil$g $* (PYTHON_GIL=$g)"
+    env -u PYPROD_NO_EXTENSIONS PYTHONPATH="$work/src:$repo/src:$repo" PYTHON_GIL=$g \
+      "$vpy" bench/threads.py --name "threads_ft_gil$g" "$@" || status=1
+  done
+elif [ $# -gt 0 ]; then
   for g in "${gils[@]}"; do run_pytest tests "$g" "$@" || status=1; done
+elif [ "$tsan" = 1 ]; then
+  run_pytest threads 0 "${thread_tests[@]}" || status=1
 else
   for g in "${gils[@]}"; do
     if run_pytest kernels "$g" tests/kernels; then
