@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -103,12 +104,16 @@ def run_one(broker, spec: dict) -> dict:
     broker.create(topic, compare.PARTITIONS)
     args = dict(bootstrap=broker.bootstrap, topic=topic, records=spec["records"],
                 threads=spec["threads"], buffer_memory=spec["buffer_memory"])
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(args)],
-                         capture_output=True, text=True, timeout=120 + spec["records"] / 5_000)
+    cmd = [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), "--child",
+           json.dumps(args)]  # a crash: its threads' stacks on stderr
+    out = subprocess.run(cmd, capture_output=True, text=True,
+                         timeout=120 + spec["records"] / 5_000)
     lines = [s for s in out.stdout.splitlines() if s.startswith("{")]
     if out.returncode or not lines:
-        raise RuntimeError(f"{spec['threads']} threads: the run failed (exit {out.returncode})"
-                           f":\n{out.stderr[-3000:]}")
+        how = f"died of {signal.Signals(-out.returncode).name}" if out.returncode < 0 \
+            else f"exit {out.returncode}"
+        raise RuntimeError(f"{spec['threads']} threads: the run failed ({how}):\n"
+                           f"{out.stderr[-3000:]}")
     res = dict(json.loads(lines[-1]), round=spec["round"])
     landed = broker.count(topic)
     if landed != spec["records"] + compare.PARTITIONS:
@@ -177,7 +182,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default=",".join(map(str, THREADS)))
     ap.add_argument("--records", type=int, default=None,
                     help="records per run (default: buffer_memory under 5%% of a run, "
-                         "at least %d)" % MIN_RECORDS)
+                         f"at least {MIN_RECORDS:,})")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--buffer-memory", type=int, default=BUFFER_MEMORY)
     ap.add_argument("--out-dir", default=compare.RESULTS)
