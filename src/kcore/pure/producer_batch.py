@@ -146,13 +146,15 @@ class ProducerBatch:
 
     def is_full(self):
         """Sendable by size: closed, or batch_size bytes written (it may still grow)."""
-        return self.closed or self.starved or self.builder is None or \
-            self.builder.size_in_bytes() >= self.batch_size
+        builder = self.builder  # once: the Sender's build() may drop it meanwhile
+        return self.closed or self.starved or builder is None or \
+            builder.size_in_bytes() >= self.batch_size
 
     def is_grown(self):
         """Done growing: closed, or max_size bytes written (sendable to a busy node)."""
-        return self.closed or self.starved or self.builder is None or \
-            self.builder.size_in_bytes() >= self.max_size
+        builder = self.builder
+        return self.closed or self.starved or builder is None or \
+            builder.size_in_bytes() >= self.max_size
 
     def try_append(self, timestamp_ms, key, value, headers, header_size, size):
         """A future for the record, or None if it does not fit (the first record always fits)."""

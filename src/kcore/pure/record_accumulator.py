@@ -120,7 +120,9 @@ class RecordAccumulator(ReadyDrain):
         partitioner = info.partitioner
         if partitioner.add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            if not dq or len(dq) > 1 or dq[-1].is_full():
+            with self._lock:  # the Sender may take the last batch between the looks
+                all_full = not dq or len(dq) > 1 or dq[-1].is_full()
+            if all_full:
                 partitioner.switch_from(partition)
 
     def _queue(self, tp):

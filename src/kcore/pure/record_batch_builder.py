@@ -114,7 +114,7 @@ class RecordBatchBuilder:
     """Accumulates records into one v2 batch; build() returns the batch with baseOffset 0."""
 
     __slots__ = ("_buf", "_max_size", "_codec", "_attrs", "_producer_id", "_producer_epoch",
-                 "_base_sequence", "_count", "_base_ts", "_max_ts", "_built")
+                 "_base_sequence", "_count", "_base_ts", "_max_ts", "_built", "_built_size")
 
     def __init__(self, max_size, compression="none", producer_id=-1, producer_epoch=-1,
                  base_sequence=-1, transactional=False):
@@ -136,8 +136,10 @@ class RecordBatchBuilder:
         return self._count
 
     def size_in_bytes(self):
-        """Bytes written so far, the batch header included (the uncompressed size)."""
-        return len(self._buf)
+        """Bytes written so far, the batch header included (the uncompressed size); after
+        build(), what it had (another thread may ask while the Sender builds)."""
+        buf = self._buf
+        return len(buf) if buf is not None else self._built_size
 
     def raise_max_size(self, max_size):
         """Let later records fill up to max_size bytes (never lowers it)."""
@@ -197,6 +199,7 @@ class RecordBatchBuilder:
         if self._built:
             raise IllegalStateError("build() called twice")
         self._built = True
+        self._built_size = len(self._buf)
         buf, self._buf = self._buf, None
         if not self._count:
             return b""
