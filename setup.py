@@ -38,6 +38,9 @@ def extensions():
             "wraparound": False,
             "cdivision": True,
             "embedsignature": True,
+            # Every module at once (one without it turns the GIL back on for all): kcore's
+            # shared state has its own locks, written in each .pxd (docs/free_threading.md).
+            "freethreading_compatible": True,
         },
     )
 
