@@ -19,7 +19,7 @@
 # - region: its own lock (region_impl.pxd), taken after `lock` or with no lock held.
 # - bp_waiter: on the waiting thread's stack; linked, unlinked and signalled under `lock`.
 # - fork (fork_impl.pxd): before a fork `lock`, then the region's lock, are taken (so the copy
-#   is never caught halfway through an update); the child re-makes both and empties the waiter
+#   is never caught halfway through an update); the child lets both go and empties the waiter
 #   FIFO (its threads do not exist there; memory a waiter had gathered is lost to the child's
 #   copy). The copy stays usable in the child; fork_obj is the hook's, under its own lock.
 # nogil: acquire_raw (may block: without the GIL), release_raw, _try_now: any thread, no lock

@@ -2,8 +2,9 @@
  * Each module that includes this header keeps its own list of such objects and installs its
  * handlers once, when imported (kc_fork_install at module level): before a fork, the list's
  * lock and then every listed mutex are taken, so no state is copied halfway through an update;
- * after it the parent lets them go, and the child re-makes them all (the threads that held
- * them do not exist there) and calls each object's reset (waiters of gone threads, ...).
+ * after it both processes let them go (the forking thread took them all, and it is the child's
+ * one thread), and the child calls each object's reset (waiters of gone threads, locks of
+ * another kind that such threads held, ...).
  * Prepare handlers run in reverse order of installation, so a module imported first (a
  * dependency) locks last: ready_drain, partition_queue, buffer_pool, which is kcore's lock
  * order (sync_impl.pxd). Nothing here runs on Windows (no fork). */
@@ -17,7 +18,7 @@ typedef struct kc_fork_obj {
     struct kc_fork_obj *prev, *next;
     void *owner;                 /* passed to reset */
     kc_mutex_t *lock[2];         /* taken in this order before a fork; NULL: none */
-    void (*reset)(void *owner);  /* in the child, after the locks are re-made; or NULL */
+    void (*reset)(void *owner);  /* in the child, after the locks are let go; or NULL */
     int linked;
 } kc_fork_obj;
 
@@ -60,15 +61,10 @@ KC_INLINE void kc_fork_parent(void)
 KC_INLINE void kc_fork_child(void)
 {
     kc_fork_obj *o;
-    int i;
-    pthread_mutex_init(&kc_fork_list_lock, NULL);
-    for (o = kc_fork_head; o != NULL; o = o->next) {
-        for (i = 0; i < 2; i++)
-            if (o->lock[i] != NULL)
-                kc_mutex_init(o->lock[i]);
+    kc_fork_parent();  /* this thread took them in kc_fork_prepare */
+    for (o = kc_fork_head; o != NULL; o = o->next)
         if (o->reset != NULL)
             o->reset(o->owner);
-    }
 }
 
 KC_INLINE void kc_fork_install(void)

@@ -46,7 +46,7 @@ cdef class ReadyDrain:
     # Every PartitionQueue in creation order (borrowed from the accumulator's _deques), for
     # ready() and drain() without the GIL; grown under _queues_lock.
     cdef kc_mutex_t _queues_lock
-    cdef kc_fork_obj _fork_obj       # a fork takes _queues_lock first; the child re-makes it
+    cdef kc_fork_obj _fork_obj       # a fork takes _queues_lock first; the child lets it go
     cdef PyObject** _queues
     cdef Py_ssize_t _nqueues, _queues_cap
 

@@ -15,7 +15,7 @@
 #   its region's lock (region_impl.h); ReadyDrain._queues_lock -> PartitionQueue.lock;
 #   MemoryRecords.lock -> BufferPool.lock. Leaves (nothing kcore's taken under them):
 #   ProducerBatch.seg_lock, the futures' and the partitioner's locks (their .pxd).
-# A fork takes the kc_mutex_t ones in that order and the child re-makes them (fork_impl.pxd).
+# A fork takes the kc_mutex_t ones in that order; both processes let them go (fork_impl.pxd).
 from libc.stdint cimport int64_t
 
 
