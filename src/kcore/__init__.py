@@ -2,8 +2,9 @@
 
 Each kernel is a Cython module (``kcore/<name>.pyx``) whose ``.pxd`` exposes ``nogil`` entry points
 to other kcore modules, and a pure-Python twin (``kcore/pure/<name>.py``) with the same public API.
-The compiled modules are used unless ``PYPROD_NO_EXTENSIONS=1``; a missing extension is an
-ImportError, never a silent fallback. Python code both run is in ``kcore/shared``: the twins
+The compiled modules are used unless ``PYPROD_NO_EXTENSIONS=1``, or unless this is a pure build
+(made with that variable: see ``PURE_BUILD``); a missing extension is an ImportError, never a
+silent fallback. Python code both run is in ``kcore/shared``: the twins
 import it and the compiled modules compile it in, so the compiled build never loads a twin.
 
 The twins' contract is a stub beside each kernel (``kcore/<name>.pyi``): its public classes,
@@ -20,7 +21,13 @@ KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "ti
            "future", "producer_batch", "transaction_manager", "builtin_partitioner",
            "partition_queue", "record_accumulator", "send_path", "batch_send", "selector",
            "channel", "produce_codec", "network_poll", "sender_loop")
-EXTENSIONS = os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
+# A build made with PYPROD_NO_EXTENSIONS=1 (a pure py3-none-any wheel) ships the marker _pure:
+# it has no compiled kernels, so it takes its twins without the variable at run time.
+PURE_BUILD = os.path.exists(os.path.join(os.path.dirname(__file__), "_pure"))
+EXTENSIONS = not PURE_BUILD and os.environ.get("PYPROD_NO_EXTENSIONS") != "1"
+# Which kernels run, and why: "compiled", "pure (PYPROD_NO_EXTENSIONS=1)" or "pure (pure build)".
+IMPLEMENTATION = ("compiled" if EXTENSIONS else
+                  "pure (pure build)" if PURE_BUILD else "pure (PYPROD_NO_EXTENSIONS=1)")
 
 # The compiled kernels, else their pure twins (a type checker takes the first branch: the stubs).
 if TYPE_CHECKING or EXTENSIONS:
