@@ -519,7 +519,7 @@ def compile_module(tmp_path, name, code, kernel):
     ext = Extension(name, [str(src)], include_dirs=[pkg_dir])
     dist = Distribution({"ext_modules": cythonize(
         [ext], include_path=[os.path.dirname(pkg_dir)], quiet=True,
-        compiler_directives={"language_level": 3})})
+        compiler_directives={"language_level": 3, "freethreading_compatible": True})})
     cmd = dist.get_command_obj("build_ext")
     cmd.build_lib, cmd.build_temp = str(tmp_path), str(tmp_path / "build")
     try:
