@@ -16,6 +16,7 @@ cdef extern from "atomic_impl.h" nogil:
     bint kc_cas_int(int* p, int expected, int v)  # 1 if *p was expected (now v)
     # The same for bint fields (a C int; Cython types their address bool*)
     int kc_load_flag "kc_load_int"(const bint* p)
+    int kc_load_flag_acquire "kc_load_int_acquire"(const bint* p)
     void kc_store_flag "kc_store_int"(bint* p, int v)
     int kc_xchg_flag "kc_xchg_int"(bint* p, int v)
     bint kc_cas_flag "kc_cas_int"(bint* p, int expected, int v)

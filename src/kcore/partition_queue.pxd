@@ -53,6 +53,8 @@ cdef class PartitionQueue:
     cdef ProducerBatch front(self)                          # or None
     # Hold batch for its writer (its `appending`): False if it is closed or held.
     cdef bint claim(self, ProducerBatch batch) noexcept
+    # Not one open batch below batch_size: the partitioner may switch (a sticky partition's).
+    cdef bint all_full(self) noexcept
     # The Sender: batch off the queue, closed, if it is still the head and not held.
     cdef bint take_head(self, ProducerBatch batch) noexcept
     # batch at i (0 <= i <= count), or by base_sequence (ordered, i < 0: a retry's place).

@@ -6,7 +6,8 @@ from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport PyObject
 from libc.stdlib cimport free, malloc
 
-from kcore.atomic_impl cimport kc_load_flag, kc_load_ssize, kc_store_flag, kc_store_ssize
+from kcore.atomic_impl cimport (kc_load_flag, kc_load_flag_acquire, kc_load_ssize, kc_store_flag,
+                                kc_store_ssize)
 from kcore.fork_impl cimport kc_fork_install, kc_fork_track, kc_fork_untrack
 from kcore.ft_impl cimport KC_FT, kc_ft_reset
 from kcore.producer_batch cimport HELD, ProducerBatch
@@ -69,12 +70,12 @@ cdef class PartitionQueue:
     cdef bint claim(self, ProducerBatch batch) noexcept:
         cdef bint ok
         if not KC_FT:  # the GIL keeps the Sender's take out
-            ok = not kc_load_flag(&batch.closed) and not kc_load_flag(&batch.appending)
+            ok = not kc_load_flag(&batch.closed) and not kc_load_flag_acquire(&batch.appending)
             if ok:
                 kc_store_flag(&batch.appending, HELD)
             return ok
-        kc_mutex_lock(&self.lock)
-        ok = not kc_load_flag(&batch.closed) and not kc_load_flag(&batch.appending)
+        kc_mutex_lock(&self.lock)  # acquire: what the last holder wrote before end_append
+        ok = not kc_load_flag(&batch.closed) and not kc_load_flag_acquire(&batch.appending)
         if ok:
             kc_store_flag(&batch.appending, HELD)
         kc_mutex_unlock(&self.lock)
@@ -84,7 +85,7 @@ cdef class PartitionQueue:
         cdef PyObject* p = NULL
         kc_mutex_lock(&self.lock)
         if self.count and self.at(0) == <PyObject*>batch and \
-                not kc_load_flag(&batch.appending):
+                not kc_load_flag_acquire(&batch.appending):  # (as claim)
             kc_store_flag(&batch.closed, 1)
             p = self._unlink_front()
         kc_mutex_unlock(&self.lock)
@@ -92,6 +93,13 @@ cdef class PartitionQueue:
             return False
         _decref(p)  # the queue's; the caller has its own
         return True
+
+    cdef bint all_full(self) noexcept:
+        cdef bint full
+        kc_mutex_lock(&self.lock)  # a batch in the queue and open is not built yet
+        full = self.count != 1 or (<ProducerBatch>self.at(0)).is_full_c()
+        kc_mutex_unlock(&self.lock)
+        return full
 
     cdef int insert_c(self, Py_ssize_t i, ProducerBatch batch) except -1:
         cdef PyObject** grown = NULL

@@ -97,17 +97,21 @@ cdef FutureRecordMetadata _append_held(ProducerBatch batch, _Rec* r, int* flags)
 
 cdef FutureRecordMetadata _append_to(PartitionQueue dq, ProducerBatch batch, _Rec* r,
                                      int* flags, uint8_t** mem, Py_ssize_t got,
-                                     Py_ssize_t need):
+                                     Py_ssize_t need, Py_ssize_t* want):
     """Hold batch and append (None: held by another writer, closed, or no room); with mem, it
     first grows into mem (got bytes, more than need) if it can: mem then is its, or given back
-    (NULL either way)."""
+    (NULL either way). want: set to the size the batch would grow to for the record when it
+    had no room (0: it cannot)."""
     if not dq.claim(batch):
         return None
     try:
         if mem != NULL and got > need and batch._growth(r.size):
             batch._move_into(mem[0], got)
             mem[0] = NULL
-        return _append_held(batch, r, flags)
+        future = _append_held(batch, r, flags)
+        if future is None and want != NULL:
+            want[0] = batch._growth(r.size)  # as its holder: no other writer meanwhile
+        return future
     finally:
         batch.end_append()
 
@@ -240,11 +244,9 @@ cdef class RecordAccumulator(ReadyDrain):
                                     Py_ssize_t appended_bytes) except -1:
         cdef BuiltInPartitioner partitioner = info.partitioner
         cdef PartitionQueue dq
-        cdef ProducerBatch batch
         if partitioner._add_produced(partition, appended_bytes):
             dq = info.deques[partition]
-            batch = dq.last()
-            if batch is None or dq.size_c() != 1 or batch.is_full_c():  # all full
+            if dq.all_full():
                 partitioner._switch_from(partition)
         return 0
 
@@ -294,10 +296,9 @@ cdef class RecordAccumulator(ReadyDrain):
         try:
             batch = dq.last()
             if batch is not None:
-                future = _append_to(dq, batch, &r, flags, NULL, 0, 0)
+                future = _append_to(dq, batch, &r, flags, NULL, 0, 0, &want)
                 if future is not None:
                     return future
-                want = batch.growth_size(size)
             if abort_on_new_batch:
                 flags[0] = APPEND_ABORTED
                 return None
@@ -318,7 +319,7 @@ cdef class RecordAccumulator(ReadyDrain):
             batch = dq.last()
             if batch is not None:  # another thread may have made one while this one waited
                 try:
-                    future = _append_to(dq, batch, &r, flags, &mem, got, need)
+                    future = _append_to(dq, batch, &r, flags, &mem, got, need, NULL)
                 except BaseException:
                     if mem != NULL:
                         self.pool.release_raw(mem, got)
