@@ -5,7 +5,8 @@ compare.py's aiokafka runner (``await send()`` per record, futures gathered a 10
 window behind, flush) runs as is for aiokafka and, with ``aiokafka.AIOKafkaProducer`` swapped
 for ``pyprod.aio.AIOKafkaProducer`` in the child, for pyprod.aio; confluent-kafka's
 ``confluent_kafka.aio.AIOProducer`` runs the same loop (``await produce()``). 100-byte keyless
-values, 6 partitions, acks=1, linger_ms=5; each run is its own process (compare.py's children
+values, 6 partitions, acks=1, linger_ms=5; one broker node, its data on a tmpfs, each run's topic
+deleted; each run is its own process (compare.py's children
 and measurements: wall time from the first send to flush, the child's CPU), clients
 interleaved with the order rotated, medians over rounds, every record counted on the broker.
 
@@ -22,6 +23,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 import compare
@@ -105,6 +107,7 @@ def main(argv=None) -> int:
         return child(json.loads(args.child))
     clients = args.clients.split(",")
     runs = []
+    tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
     with compare.Broker(args.bootstrap) as broker:
         for r in range(args.rounds):
             for client in clients[r % len(clients):] + clients[:r % len(clients)]:
