@@ -4,7 +4,8 @@
 # - items, head, count, cap (the ring, and the batch references in it): written only under
 #   `lock` (insert_c, _take_front and so pop_front/take_head, clear, the deque API, tp_clear);
 #   read under `lock` (the Sender's scans, last(), front(), the deque API), which also makes
-#   the references they return before letting go. count alone: atomic (kc_store_ssize under
+#   the references they return before letting go. On a GIL build every writer holds the GIL,
+#   so last() and front() read without `lock` there. count alone: atomic (kc_store_ssize under
 #   `lock`), so size_c() reads it without the lock (a hint). A batch reached through at()
 #   under `lock` stays alive until `lock` is let go (the queue's reference is dropped after).
 # - append_lock (ft_impl.pxd): appenders of this partition one at a time on a free-threaded

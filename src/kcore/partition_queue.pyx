@@ -56,6 +56,10 @@ cdef class PartitionQueue:
     cdef ProducerBatch _ref(self, Py_ssize_t i):
         """The batch at i (-1: the last) as a new reference made under the lock, or None."""
         cdef PyObject* p = NULL
+        if not KC_FT:  # every writer of the ring holds the GIL, as this caller does
+            if not self.count:
+                return None
+            return <ProducerBatch>self.at(self.count - 1 if i < 0 else i)
         kc_mutex_lock(&self.lock)
         if self.count:
             p = self.at(self.count - 1 if i < 0 else i)

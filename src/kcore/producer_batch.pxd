@@ -5,7 +5,7 @@
 #   send_batch call, with or without the GIL), HELD_RELEASED when it completed meanwhile (its
 #   memory goes back at end_append). Taken by PartitionQueue.claim (free-threaded: under the
 #   queue's lock, against the Sender's take, which closes the batch under that lock), given
-#   back by end_append (an atomic exchange). While held only the holder touches builder, mem,
+#   back by end_append (an atomic exchange; with the GIL, a plain one). While held only the holder touches builder, mem,
 #   mem_size, record_count, size, segments; every other thread leaves the batch (drain(),
 #   expiry, a waiting send()'s growth_size/grow_into). Read atomically everywhere.
 # - closed, starved: atomic (kc_load_int/kc_store_int): set by the holder (no room), by the

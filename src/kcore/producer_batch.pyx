@@ -11,7 +11,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 from kcore.atomic_impl cimport (kc_cas_flag, kc_load_flag, kc_load_ssize, kc_store_flag,
                                 kc_store_ssize, kc_xchg_flag)
 from kcore.buffer_pool cimport BP_OK, BufferPool
-from kcore.ft_impl cimport kc_ft_enter, kc_ft_exit
+from kcore.ft_impl cimport KC_FT, kc_ft_enter, kc_ft_exit
 from kcore.crc cimport crc32c_update
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
@@ -221,7 +221,12 @@ cdef class ProducerBatch:
         return self.is_grown_c()
 
     cdef void end_append(self) noexcept:
-        if kc_xchg_flag(&self.appending, 0) == HELD_RELEASED:
+        cdef int was
+        if KC_FT:
+            was = kc_xchg_flag(&self.appending, 0)
+        else:  # the GIL orders it against release_memory
+            was, self.appending = self.appending, 0
+        if was == HELD_RELEASED:
             self.release_memory()
 
     cdef FutureRecordMetadata append_c(self, int64_t ts, const uint8_t* key, Py_ssize_t klen,
