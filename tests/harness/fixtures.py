@@ -211,3 +211,13 @@ def pytest_runtest_makereport(item, call):
                 tail = f"(log tail unavailable: {e!r})"
             if tail:
                 rep.sections.append((f"{name} log tail", tail))
+
+
+@pytest.fixture
+def often_switch():
+    """Threads switch every microsecond on a GIL build (many more interleavings); for thread
+    tests: ``pytestmark = pytest.mark.usefixtures("often_switch")``."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)

@@ -5,7 +5,6 @@ transaction manager's errors while sends run) and SenderLoop's counters. Both im
 With the GIL these check the logic under many interleavings (a tiny switch interval); on a
 free-threaded build they also run truly in parallel."""
 import socket
-import sys
 import threading
 import time
 
@@ -22,13 +21,7 @@ THREADS = 8
 JOIN_S = 30.0
 
 
-@pytest.fixture(autouse=True)
-def _often_switch():
-    """Switch threads every microsecond (GIL builds): many more interleavings."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(before)
+pytestmark = pytest.mark.usefixtures("often_switch")  # tests/harness/fixtures.py
 
 
 def _run(*targets):

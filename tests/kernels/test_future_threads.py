@@ -5,7 +5,6 @@ the right outcome, no waiter is left asleep, and a record's value is one object.
 the races are rare (a short switch interval helps); with PYTHON_GIL=0 they are real."""
 import asyncio
 import random
-import sys
 import threading
 from collections import Counter
 
@@ -20,12 +19,7 @@ class Boom(Exception):
     pass
 
 
-@pytest.fixture(autouse=True)
-def _short_switches():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures("often_switch")  # tests/harness/fixtures.py
 
 
 def _spin():
