@@ -1,0 +1,56 @@
+"""compare.py's workloads and clients: the names, each workload's settings, what is not run."""
+from __future__ import annotations
+
+PARTITIONS = 6
+LINGER_MS = 5
+LATENCY_RATE = 50_000
+KEYS = 10_000  # distinct keys of the keyed workload
+
+CLIENTS = ("pyprod", "confluent-kafka", "kafka-python", "aiokafka", "java")
+ALIASES = {"confluent": "confluent-kafka", "kafka_python": "kafka-python"}
+# records per run relative to --records: the slow Python clients run fewer
+CLIENT_SHARE = {"kafka-python": 0.1, "aiokafka": 0.2}
+
+WORKLOADS = {
+    "100B": {"value_size": 100},
+    "100B-keyed": {"value_size": 100, "keyed": True},
+    "100B-callbacks": {"value_size": 100, "callbacks": True},
+    "1KiB": {"value_size": 1024, "share": 0.25},
+    "lz4": {"value_size": 100, "compression": "lz4"},
+    "zstd": {"value_size": 100, "compression": "zstd"},
+    "acks-all-idempotent": {"value_size": 100, "acks": "all", "idempotent": True},
+    "sasl_ssl": {"value_size": 100, "security": "SASL_SSL"},
+    "transactional": {"value_size": 100, "acks": "all", "idempotent": True,
+                      "transaction_size": 10000},
+}
+QUICK_WORKLOADS = ("100B", "lz4")
+DESCRIBE = {
+    "100B": "100-byte values, keyless",
+    "100B-keyed": f"100-byte values, {KEYS:,} distinct keys",
+    "100B-callbacks": "100-byte values, keyless, a callback and an errback on every record "
+                      "(confluent-kafka: on_delivery on every produce(), then poll(0))",
+    "1KiB": "1 KiB values, keyless (a quarter of the records)",
+    "lz4": "100-byte values, lz4",
+    "zstd": "100-byte values, zstd",
+    "acks-all-idempotent": "100-byte values, acks=all, idempotence on",
+    "sasl_ssl": "100-byte values, keyless, SASL_SSL with SCRAM-SHA-512 (TLS 1.3)",
+    "transactional": "100-byte values, keyless, transactions of 10,000 records, each "
+                     "committed (acks=all, idempotence on)",
+}
+SKIP = {("java", "100B-keyed"): "ProducerPerformance sends no keys",
+        ("java", "100B-callbacks"): "ProducerPerformance gives every record a callback: "
+                                    "its 100B row",
+        ("java", "sasl_ssl"): "not wired to the secured listener",
+        ("aiokafka", "sasl_ssl"): "not wired to the secured listener",
+        ("java", "transactional"): "ProducerPerformance is not run transactionally here",
+        ("aiokafka", "transactional"): "not wired to transactions here"}
+
+
+def workload_spec(name: str, batch_size=None) -> dict:
+    w = WORKLOADS[name]
+    return {"workload": name, "value_size": w["value_size"], "keyed": w.get("keyed", False),
+            "compression": w.get("compression"), "acks": w.get("acks", 1),
+            "idempotent": w.get("idempotent", False), "linger_ms": LINGER_MS,
+            "batch_size": batch_size, "security": w.get("security"),
+            "callbacks": w.get("callbacks", False),
+            "transaction_size": w.get("transaction_size")}
