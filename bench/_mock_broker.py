@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-import compare
+from _runs import Broker
+from _workloads import PARTITIONS
 
 LABEL = "librdkafka mock broker"
 API_VERSION = "2.8"  # pyprod's api_version: the mock's ApiVersions answer is partial
@@ -29,8 +30,8 @@ def version() -> str:
     return f"librdkafka {confluent_kafka.libversion()[0]}"
 
 
-class MockBroker(compare.Broker):
-    """compare.Broker's interface (run_one, warm_broker) on a MockCluster; start()/stop()
+class MockBroker(Broker):
+    """Broker's interface (run_one, warm_broker) on a MockCluster; start()/stop()
     or a with block."""
 
     def start(self) -> "MockBroker":
@@ -56,7 +57,7 @@ class MockBroker(compare.Broker):
     def thread_cpu_s(self):
         return None  # no JIT to warm up: warm_broker makes one pass
 
-    def create(self, name, partitions=compare.PARTITIONS):
+    def create(self, name, partitions=PARTITIONS):
         self.cluster.topic_create(name, partitions)
 
     def delete(self, topic):

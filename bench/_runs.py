@@ -113,6 +113,13 @@ def run_java(spec, timeout):
     return res
 
 
+def broker_data_on_tmpfs() -> str | None:
+    """Temp dirs (a broker started here keeps its data in one) on /dev/shm from now on: a disk's
+    flushes stay out of the figures; each run deletes its topic, as memory holds every byte."""
+    tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    return tempfile.tempdir
+
+
 class Broker:
     """The one Kafka broker of a run: started here (KafkaCluster) or given by address. With
     ``secured``, it is a SecureKafkaCluster: the same broker, plus a SASL_SSL listener."""
@@ -221,6 +228,6 @@ def run_one(broker, spec, timeout=None, rss_every=None) -> dict:
     if not spec["records"] + warm <= landed <= spec["records"] + warm + markers:
         raise RuntimeError(f"{spec['client']} {spec['workload']}: {landed} records in "
                            f"{spec['topic']}, expected {spec['records'] + warm}")
-    res.update({k: spec[k] for k in ("client", "workload", "records", "value_size", "rate",
-                                     "partitions", "threads")})
+    res.update({k: spec.get(k) for k in ("client", "workload", "records", "value_size", "rate",
+                                         "partitions", "threads", "buffer_share")})
     return res

@@ -74,7 +74,7 @@ def summarize(runs: list) -> list:
         lat = [r for r in rs if r.get("rate")]
         row = {"client": client, "workload": workload, "records": None, "rounds": len(thr),
                "records_per_s": None, "mb_per_s": None, "cpu_s_per_m": None,
-               "peak_rss_mb": None, "p99_ms": None}
+               "peak_rss_mb": None, "p50_ms": None, "p99_ms": None, "buffer_share": None}
         if thr:
             rates = [r["records"] / r["wall_s"] for r in thr]
             med = statistics.median(rates)
@@ -86,11 +86,14 @@ def summarize(runs: list) -> list:
                        broker_cpu_s_per_m=statistics.median(
                            r["broker_cpu_s"] / r["records"] * 1e6 for r in thr)
                        if all("broker_cpu_s" in r for r in thr) else None,
-                       peak_rss_mb=max(r["peak_rss_mb"] for r in thr))
+                       peak_rss_mb=max(r["peak_rss_mb"] for r in thr),
+                       buffer_share=max((r.get("buffer_share") for r in thr
+                                         if r.get("buffer_share") is not None), default=None))
         if lat:
             achieved = statistics.median(r["records"] / r.get("send_s", r["wall_s"])
                                          for r in lat)
-            row.update(p99_ms=statistics.median(r["p99_ms"] for r in lat),
+            row.update(p50_ms=statistics.median(r["p50_ms"] for r in lat),
+                       p99_ms=statistics.median(r["p99_ms"] for r in lat),
                        latency_rate=lat[0]["rate"], latency_achieved_per_s=achieved,
                        latency_saturated=achieved < 0.95 * lat[0]["rate"])
         if client == "java":
@@ -146,21 +149,25 @@ def markdown(meta: dict, rows: list) -> str:
              f"Machine: {m['cpu_model']}, {m['cores']} cores, {m['os']}, Python {m['python']}.",
              "Versions: " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
              f"Command: `{meta['command']}`.", "",
-             f"One Apache Kafka broker on the same machine; {PARTITIONS} partitions, acks=1, "
+             f"Broker: {meta.get('broker', 'Apache Kafka, 1 node')}, on the same machine. "
+             f"{PARTITIONS} partitions, acks=1, "
              f"linger_ms={LINGER_MS}, each client's default batch size unless the workload says "
              f"otherwise. Medians of {meta['rounds']} interleaved rounds, each run in its own "
-             "process. p99 is send()->callback latency at an offered "
-             f"{LATENCY_RATE:,} records/s (a separate paced run). MB = 2^20 bytes of values.",
-             "", "| workload | client | records | records/s (min..max) | MB/s | CPU s / M records "
-             "| broker CPU s / M | peak RSS MB | p99 ms @ 50k/s | pyprod / client |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "process. p50/p99: send()->callback latency at an offered "
+             f"{LATENCY_RATE:,} records/s (a separate paced run). MB = 2^20 bytes of values. "
+             "Buffer: the most records the client's default buffer holds, as a share of the "
+             "run (steady state: under 5%).",
+             "", "| workload | client | records | buffer | records/s (min..max) | MB/s "
+             "| CPU s / M records | broker CPU s / M | peak RSS MB | p50 / p99 ms @ 50k/s "
+             "| pyprod / client: records/s, CPU per record |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     same_run = {(r["client"], r["workload"]): r for r in rows if not r.get("source")}
     for r in rows:
         rate = _num(r.get("records_per_s"), ",.0f")
         if r.get("min_records_per_s") is not None:
             rate += f" ({r['min_records_per_s']:,.0f}..{r['max_records_per_s']:,.0f})"
         cpu = _num(r.get("cpu_s_per_m"), ".2f") + (" \\*" if r.get("cpu_is_whole_jvm") else "")
-        p99 = _num(r.get("p99_ms"), ".1f")
+        p99 = _num(r.get("p50_ms"), ".1f") + " / " + _num(r.get("p99_ms"), ".1f")
         if r.get("latency_saturated"):
             p99 += f" † ({r['latency_achieved_per_s']:,.0f}/s)"
         ratio = "—"
@@ -168,8 +175,11 @@ def markdown(meta: dict, rows: list) -> str:
         if (mine and r["client"] != "pyprod" and not r.get("source")
                 and mine.get("records_per_s") and r.get("records_per_s")):
             ratio = f"{mine['records_per_s'] / r['records_per_s']:.2f}x"
+            if mine.get("cpu_s_per_m") and r.get("cpu_s_per_m"):
+                ratio += f", {mine['cpu_s_per_m'] / r['cpu_s_per_m']:.2f}x"
         records = _num(r.get("records"), ",")
-        lines.append(f"| {r['workload']} | {_label(r)} | {records} | {rate} | "
+        share = "—" if r.get("buffer_share") is None else f"{r['buffer_share']:.1%}"
+        lines.append(f"| {r['workload']} | {_label(r)} | {records} | {share} | {rate} | "
                      f"{_num(r.get('mb_per_s'), '.1f')} | {cpu} | "
                      f"{_num(r.get('broker_cpu_s_per_m'), '.2f')} | "
                      f"{_num(r.get('peak_rss_mb'), '.0f')} | {p99} | {ratio} |")
@@ -183,7 +193,9 @@ def markdown(meta: dict, rows: list) -> str:
                      "queueing; the rate it reached is in brackets.")
     shares = ", ".join(f"{c} {s:g}x" for c, s in CLIENT_SHARE.items())
     notes.append(f"Records per run: --records for pyprod, confluent-kafka and Java; {shares} of "
-                 "that for the slower clients; 1KiB workloads a quarter.")
+                 "that for the slower clients; 1KiB workloads a quarter"
+                 + ("; in steady state never fewer than 20 times what the client's buffer "
+                    "holds." if meta.get("steady") else "."))
     for w, why in meta.get("skipped", {}).items():
         notes.append(f"Not run: {w}: {why}.")
     if any(r.get("source") for r in rows):

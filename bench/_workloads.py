@@ -5,10 +5,18 @@ PARTITIONS = 6
 LINGER_MS = 5
 LATENCY_RATE = 50_000
 KEYS = 10_000  # distinct keys of the keyed workload
+KEY_SIZE = 10  # b"key-%06d"
+
+# Steady state: every run is long enough that the client's buffer holds under 5% of its records.
+BUFFER_MEMORY = 32 * 1024 * 1024  # pyprod, kafka-python, aiokafka and Java's default
+CONFLUENT_QUEUE = 100_000  # librdkafka's queue.buffering.max.messages default
+OVERHEAD = 7  # a record's own bytes in a batch beside key and value, at least
+STEADY_SHARE = 0.05
 
 CLIENTS = ("pyprod", "confluent-kafka", "kafka-python", "aiokafka", "java")
 ALIASES = {"confluent": "confluent-kafka", "kafka_python": "kafka-python"}
-# records per run relative to --records: the slow Python clients run fewer
+# records per run relative to --records: the slow Python clients run fewer (never fewer than
+# steady state needs)
 CLIENT_SHARE = {"kafka-python": 0.1, "aiokafka": 0.2}
 
 WORKLOADS = {
@@ -54,3 +62,19 @@ def workload_spec(name: str, batch_size=None) -> dict:
             "batch_size": batch_size, "security": w.get("security"),
             "callbacks": w.get("callbacks", False),
             "transaction_size": w.get("transaction_size")}
+# clients that do not run against librdkafka's mock cluster (bench/_mock_broker.py)
+MOCK_SKIP = {"kafka-python": "kafka-python 3.0.12 gets no metadata from the mock cluster "
+                             "(KafkaTimeoutError: Failed to update metadata after 60.0 secs)",
+             "java": "Java's producer 4.3 finds no topic in the mock cluster's metadata "
+                     "(TimeoutException: Topic ... not present in metadata after 60000 ms)"}
+
+
+def buffered_records(client: str, value_size: int, key_size: int = 0) -> int:
+    """How many records the client's default buffer holds at most."""
+    fit = BUFFER_MEMORY // (value_size + key_size + OVERHEAD)
+    return min(fit, CONFLUENT_QUEUE) if client == "confluent-kafka" else fit
+
+
+def records_for_steady_state(value_size, key_size=0, share=STEADY_SHARE, client="pyprod") -> int:
+    """Records per run such that the client's buffer holds under ``share`` of them."""
+    return int(buffered_records(client, value_size, key_size) / share) + 1

@@ -23,7 +23,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import compare
@@ -107,7 +106,7 @@ def main(argv=None) -> int:
         return child(json.loads(args.child))
     clients = args.clients.split(",")
     runs = []
-    tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
+    compare.broker_data_on_tmpfs()
     with compare.Broker(args.bootstrap) as broker:
         for r in range(args.rounds):
             for client in clients[r % len(clients):] + clients[:r % len(clients)]:

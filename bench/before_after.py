@@ -33,18 +33,12 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import compare  # noqa: E402
+from _workloads import records_for_steady_state  # noqa: E402
 import _mock_broker  # noqa: E402
 
 WORKLOADS = ("100B", "100B-keyed", "100B-callbacks", "1KiB", "lz4", "zstd",
              "acks-all-idempotent")
 THREADS = (1, 2, 4)  # 100B only
-BUFFER_MEMORY = 32 * 1024 * 1024
-OVERHEAD = 20  # a record's own bytes in a batch beside its value (about)
-
-
-def records_for_steady_state(value_size, share=0.05) -> int:
-    """Records per run such that buffer_memory holds under ``share`` of the run's bytes."""
-    return int(BUFFER_MEMORY / share / (value_size + OVERHEAD)) + 1
 
 
 def shape(workload, threads):
@@ -157,7 +151,7 @@ def main(argv=None) -> int:
              "after": build_tree(args.after) if args.after else os.path.join(ROOT, "src")}
     after = args.after or subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                                          capture_output=True, text=True).stdout.strip()
-    tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
+    compare.broker_data_on_tmpfs()
     specs = [dict(compare.workload_spec(w), client="pyprod", workload=f"{tree}-{shape(w, t)}",
                   shape=shape(w, t), partitions=6, threads=t, rate=None, tree=tree,
                   records=args.records or records_for_steady_state(

@@ -39,11 +39,13 @@ if REPO not in sys.path:  # tests.harness (read-back, the secured broker)
 
 # the pieces, re-exported: the other bench scripts and tests/test_bench_tools.py use compare.X
 from _clients import _cpu, _run_aiokafka, _split, _value, child_main  # noqa: E402,F401
-from _runs import Broker, run_measured, run_one, run_python_client  # noqa: E402,F401
+from _runs import Broker, broker_data_on_tmpfs, run_measured, run_one, run_python_client  # noqa: E402,F401
 from _tables import (machine_info, markdown, merge_spark, save_chart, summarize,  # noqa: E402,F401
                      versions, write_results, _num, _order)
+import _mock_broker  # noqa: E402
 from _workloads import (ALIASES, CLIENT_SHARE, CLIENTS, DESCRIBE, KEYS, LATENCY_RATE,  # noqa: E402,F401
-                        LINGER_MS, PARTITIONS, QUICK_WORKLOADS, SKIP, WORKLOADS, workload_spec)
+                        KEY_SIZE, LINGER_MS, MOCK_SKIP, PARTITIONS, QUICK_WORKLOADS, SKIP, WORKLOADS,
+                        buffered_records, records_for_steady_state, workload_spec)
 
 # ---------------------------------------------------------------------------------------------
 # main
@@ -66,13 +68,19 @@ def _names(ap, text, known, what, aliases=None):
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap-servers", help="use this broker instead of starting one")
+    ap.add_argument("--broker", choices=("kafka", "mock"), default="kafka",
+                    help="Apache Kafka, 1 node, data on a tmpfs (default); or librdkafka's "
+                         "mock cluster, where the client's own cost is the bound")
     ap.add_argument("--clients", default=",".join(CLIENTS),
                     help="comma-separated subset of " + ",".join(CLIENTS))
     ap.add_argument("--workloads", default=None,
                     help="comma-separated subset of " + ",".join(WORKLOADS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--records", type=int, default=None,
-                    help="records per throughput run (default 1,000,000; --quick 100,000)")
+                    help="records per throughput run (default 10,000,000; --quick 100,000); "
+                         "never fewer than steady state needs unless --no-steady")
+    ap.add_argument("--no-steady", dest="steady", action="store_false",
+                    help="let the client's buffer hold more than 5%% of a run (--quick implies)")
     ap.add_argument("--quick", action="store_true",
                     help=f"smoke run: 100k records, workloads {','.join(QUICK_WORKLOADS)}, "
                          "1 s paced runs")
@@ -99,17 +107,23 @@ def build_parser():
 
 def plan(args, clients, workloads) -> tuple:
     """The runs of one round in order, as specs without topic/bootstrap; the skipped pairs."""
-    n = args.records or (100_000 if args.quick else 1_000_000)
+    n = args.records or (100_000 if args.quick else 10_000_000)
+    steady = args.steady and not args.quick
     secs = args.latency_seconds or (1.0 if args.quick else 5.0)
     specs, skipped = [], {}
     for w in workloads:
         for c in clients:
-            if (c, w) in SKIP:
-                skipped[f"{c} / {w}"] = SKIP[(c, w)]
+            why = SKIP.get((c, w)) or (MOCK_SKIP.get(c) if args.broker == "mock" else None)
+            if why:
+                skipped[f"{c} / {w}"] = why
                 continue
             base = dict(workload_spec(w, args.batch_size), client=c)
             count = max(1, int(n * CLIENT_SHARE.get(c, 1) * WORKLOADS[w].get("share", 1)))
-            specs.append(dict(base, records=count, rate=None))
+            sizes = (base["value_size"], KEY_SIZE if base["keyed"] else 0)
+            if steady:
+                count = max(count, records_for_steady_state(*sizes, client=c))
+            specs.append(dict(base, records=count, rate=None,
+                              buffer_share=buffered_records(c, *sizes) / count))
             if args.latency and not base["callbacks"]:  # paced runs have callbacks anyway
                 specs.append(dict(base, records=max(1, int(LATENCY_RATE * secs)),
                                   rate=LATENCY_RATE))
@@ -200,7 +214,13 @@ def main(argv=None, command=None) -> int:
     secured = any(WORKLOADS[w].get("security") for w in workloads)
     if secured and args.bootstrap_servers:
         ap.error("the sasl_ssl workload needs the broker compare.py starts (no --bootstrap-servers)")
-    with Broker(args.bootstrap_servers, secured) as broker:
+    mock = args.broker == "mock"
+    if mock and (secured or args.bootstrap_servers):
+        ap.error("--broker mock starts its own mock cluster, with no secured listener")
+    if not args.bootstrap_servers and not mock:
+        broker_data_on_tmpfs()
+    with (_mock_broker.MockBroker() if mock else Broker(args.bootstrap_servers, secured)) \
+            as broker:
         warm = min(n, 300_000) if args.broker_warmup is None else args.broker_warmup
         if warm:
             warm_broker(broker, clients, workloads, warm, args.batch_size)
@@ -227,7 +247,12 @@ def main(argv=None, command=None) -> int:
             "records": n, "workloads": {w: DESCRIBE[w] for w in workloads},
             "latency_rate": LATENCY_RATE if args.latency else None, "skipped": skipped,
             "elapsed_s": round(time.monotonic() - t_start, 1),
-            "load_average": os.getloadavg()}
+            "load_average": os.getloadavg(), "steady": args.steady and not args.quick,
+            "broker": _mock_broker.LABEL if mock else (
+                "Apache Kafka, 1 node, data on a tmpfs" if not args.bootstrap_servers
+                else f"Apache Kafka at {args.bootstrap_servers}")}
+    if mock:
+        meta["versions"]["mock broker"] = _mock_broker.version()
     rows = summarize(runs)
     if args.spark:
         rows = merge_spark(rows, meta, args.spark)

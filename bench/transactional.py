@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
-import tempfile
 import time
 
 import _mock_broker
@@ -124,7 +122,7 @@ def main(argv=None) -> int:
         ap.error("--rounds and --records must be positive")
     records = args.records or before_after.records_for_steady_state(
         compare.WORKLOADS[WORKLOAD]["value_size"])
-    tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
+    compare.broker_data_on_tmpfs()
     t0, runs = time.monotonic(), []
     for kind in brokers:
         runs += run_broker(kind, clients, records, args.rounds)
