@@ -92,7 +92,8 @@ def summarize(runs: list) -> list:
         if lat:
             achieved = statistics.median(r["records"] / r.get("send_s", r["wall_s"])
                                          for r in lat)
-            row.update(p50_ms=statistics.median(r["p50_ms"] for r in lat),
+            row.update(p50_ms=statistics.median(r["p50_ms"] for r in lat)
+                       if all("p50_ms" in r for r in lat) else None,
                        p99_ms=statistics.median(r["p99_ms"] for r in lat),
                        latency_rate=lat[0]["rate"], latency_achieved_per_s=achieved,
                        latency_saturated=achieved < 0.95 * lat[0]["rate"])

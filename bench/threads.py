@@ -36,12 +36,12 @@ import time
 
 import _mock_broker
 import before_after
+from _workloads import OVERHEAD, STEADY_SHARE
 import compare
 
 THREADS = (1, 2, 4)
 VALUE_SIZE = 100
 BUFFER_MEMORY = 4 * 1024 * 1024
-STEADY_SHARE = 0.05  # buffer_memory under this share of a run's bytes
 MIN_RECORDS = 2_000_000
 FREE_THREADED_BUILD = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
@@ -51,7 +51,7 @@ def gil_enabled() -> bool:
 
 
 def steady_records(buffer_memory: int) -> int:
-    return int(buffer_memory / STEADY_SHARE / (VALUE_SIZE + before_after.OVERHEAD)) + 1
+    return int(buffer_memory / STEADY_SHARE / (VALUE_SIZE + OVERHEAD)) + 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def test_markdown_has_labels_ratios_and_notes(compare):
     assert "2030-01-02T03:04:05+00:00" in md and "Test CPU 9000, 2 cores" in md
     assert "pyprod 0.1.0 (git abc, compiled)" in md and "confluent-kafka 2.16.1" in md
     lines = [s for s in md.splitlines() if s.startswith("| 100B | confluent-kafka")]
-    assert len(lines) == 1 and "| 2.00x |" in lines[0] and "†" in lines[0]
+    assert len(lines) == 1 and "| 2.00x, 0.50x |" in lines[0] and "†" in lines[0]
     java = [s for s in md.splitlines() if s.startswith("| 100B | java")][0]
     assert "\\*" in java and "| 4.00x |" in java
     assert "Not run: java / 100B-keyed: no keys." in md
@@ -235,7 +235,7 @@ def test_tiny_real_run(compare, kafka, tmp_path, capsys):
     """One client, one workload, one round: the child runs, every record lands (counted
     with confluent-kafka's watermarks before the topic is deleted), the files are written."""
     rc = compare.main(["--bootstrap-servers", kafka.bootstrap_servers, "--clients", "pyprod",
-                       "--workloads", "100B-keyed", "--records", "3000", "--rounds", "1",
+                       "--workloads", "100B-keyed", "--records", "3000", "--no-steady", "--rounds", "1",
                        "--latency-seconds", "0.1", "--broker-warmup", "0", "--spark", "",
                        "--out-dir", str(tmp_path)])
     assert rc == 0
