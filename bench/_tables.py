@@ -176,7 +176,7 @@ def markdown(meta: dict, rows: list) -> str:
         if (mine and r["client"] != "pyprod" and not r.get("source")
                 and mine.get("records_per_s") and r.get("records_per_s")):
             ratio = f"{mine['records_per_s'] / r['records_per_s']:.2f}x"
-            if mine.get("cpu_s_per_m") and r.get("cpu_s_per_m"):
+            if mine.get("cpu_s_per_m") and r.get("cpu_s_per_m") and not r.get("cpu_is_whole_jvm"):
                 ratio += f", {mine['cpu_s_per_m'] / r['cpu_s_per_m']:.2f}x"
         records = _num(r.get("records"), ",")
         share = "—" if r.get("buffer_share") is None else f"{r['buffer_share']:.1%}"
