@@ -5,9 +5,11 @@ kcore.batch_send's GIL-free walk goes through record by record (next_record, bat
 
 Arrow columns are read from their buffers (validity bitmap, int32/int64 offsets, data, from the
 array's offset, chunk after chunk), checked before the walk reads them; Python sequences become
-a pointer and a length per record (through the shared checks, _binary_rows). Headers are
+a pointer and a length per record (through the shared checks, _binary_rows), and so do numpy
+S and U arrays (kcore.numpy_columns, from the array's buffer); numpy integer and datetime64
+columns are read from theirs. Headers are
 encoded as the record format wants them, once per call. No Python object is made per record of
-an Arrow column. batch_send cimports read_columns (C to C) and imports check_columns and
+an Arrow column or a fixed-width numpy one. batch_send cimports read_columns (C to C) and imports check_columns and
 prepare_rows from here.
 Threads: see batch_columns.pxd.
 """
@@ -18,9 +20,11 @@ from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
+from kcore.numpy_columns cimport np_binary, np_ints
 from kcore.record_batch_builder cimport encode_headers
 from kcore.varint cimport write_varint
 
+include "shared/numpy_columns.py"  # numpy and pandas columns (_np_column, _NpColumn, ...)
 include "shared/batch_columns.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
 
 __all__ = []  # internal: kcore.batch_send's (it re-exports prepare_rows)
@@ -303,7 +307,10 @@ cdef int _binary(Columns* cols, int which, object obj, str name, object serializ
     lens = <Py_ssize_t*>(<char*>ptrs + max(m, 1) * sizeof(uint8_t*))
     # Plain bytes and None in a list or tuple: pointed at in one pass, a copy of the
     # sequence holding them; anything else goes through _binary_rows.
-    rows = _held_bytes(obj, ptrs, lens, m) if serializer is None else None
+    if type(obj) is _NpColumn:  # S / U: raw bytes, as Arrow's
+        rows = np_binary(obj, ptrs, lens, m, name)
+    else:
+        rows = _held_bytes(obj, ptrs, lens, m) if serializer is None else None
     if rows is None:
         rows = _binary_rows(obj, name, serializer, topic, hrows, m)
         for j in range(m):
@@ -419,6 +426,9 @@ cdef int _headers(Columns* cols, object obj, Py_ssize_t n) except -1:
 cdef int _stamps(Columns* cols, object obj, Py_ssize_t n) except -1:
     cdef Py_ssize_t j
     cdef int64_t top = -1
+    if type(obj) is _NpColumn:
+        cols.stamps = np_ints(obj, n, "timestamps", _MAX_TS // obj.mul, &top)
+        return 0
     pa = _arrow(obj)
     if pa is not None:
         cols.stamps = _int_column(pa, obj, n, "timestamps", True, &top)
@@ -439,8 +449,9 @@ cdef int64_t _partitions(int32_t* parts, object obj, Py_ssize_t n) except -2:
     cdef int64_t top = -1
     cdef int64_t* col
     pa = _arrow(obj)
-    if pa is not None:
-        col = _int_column(pa, obj, n, "partitions", False, &top)
+    if pa is not None or type(obj) is _NpColumn:
+        col = np_ints(obj, n, "partitions", INT32_MAX, &top) if pa is None else \
+            _int_column(pa, obj, n, "partitions", False, &top)
         for j in range(n):
             parts[j] = <int32_t>col[j]
         free(col)

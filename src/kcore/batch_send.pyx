@@ -425,7 +425,8 @@ cdef class BatchSendPath:
         cdef Py_ssize_t n
         cdef int64_t top = -1
         self.send_path.check_usable()
-        n = check_columns(topic, values, keys, headers, partitions, timestamps)
+        n, (values, keys, headers, partitions, timestamps) = check_columns(
+            topic, values, keys, headers, partitions, timestamps)
         call = _Call()
         call.path, call.acc, call.n = self, self.accumulator, n
         if isinstance(self.wakeup, Waker):

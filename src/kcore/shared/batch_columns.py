@@ -1,10 +1,14 @@
 """send_batch's input checks, the same in both implementations (see kcore/shared/__init__.py):
-values, keys, headers, partitions and timestamps as Python sequences or pyarrow arrays, checked
-and turned into per-record lists (the compiled twin reads Arrow buffers itself and uses these
-for the rest). Compiled into kcore.batch_columns (the column readers), which kcore.batch_send
+values, keys, headers, partitions and timestamps as Python sequences, pyarrow arrays or numpy
+arrays and pandas Series (shared/numpy_columns.py), checked and turned into per-record lists
+(the compiled twin reads Arrow and fixed-width numpy buffers itself and uses these for the
+rest). Compiled into kcore.batch_columns (the column readers), which kcore.batch_send
 imports check_columns and prepare_rows from; the pure twin kcore/pure/batch_columns.py imports
 it."""
 import sys
+
+if "_NpColumn" not in globals():  # the pure twin: batch_columns.pyx compiles it in first
+    from kcore.shared.numpy_columns import _np_binary_rows, _np_column, _np_int_rows, _NpColumn
 
 _BYTES = (bytes, bytearray, memoryview)
 _UNITS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}  # -> ms
@@ -49,6 +53,8 @@ def _same_len(rows, name, n):
 def _binary_rows(obj, name, serializer, topic, headers, n):
     """A list of n bytes|None: Arrow binary/string arrays as raw bytes, Python items
     serialized."""
+    if type(obj) is _NpColumn:  # S / U: raw bytes, as Arrow's
+        return _np_binary_rows(obj, name)
     pa = _arrow(obj)
     if pa is not None:
         t = obj.type
@@ -82,6 +88,8 @@ def _int_rows(obj, name, what, n):
     """n non-negative ints or None: partitions (<= int32 max) or timestamps in ms (an Arrow
     timestamp column of any unit is converted)."""
     limit, mul, div = (_MAX_TS if what == "timestamps" else _INT32_MAX), 1, 1
+    if type(obj) is _NpColumn:
+        return _np_int_rows(obj, name, limit)
     pa = _arrow(obj)
     if pa is not None:
         t = obj.type
@@ -156,26 +164,32 @@ def _header_rows(obj, n):
 
 
 def check_columns(topic, values, keys, headers, partitions, timestamps):
-    """The record count of a send_batch call, after its type and length checks."""
+    """The record count of a send_batch call, after its type and length checks, and its
+    columns as read (numpy and pandas ones through _np_column)."""
     if type(topic) is not str or not topic:
         raise TypeError("topic must be a non-empty str, got %r" % (topic,))
-    if _arrow(values) is None:
-        _sequence(values, "values")
-    n = len(values)
-    for obj, name in ((keys, "keys"), (headers, "headers"), (partitions, "partitions"),
-                      (timestamps, "timestamps")):
-        if obj is not None:
-            if _arrow(obj) is None:
-                _sequence(obj, name)
+    cols = [values, keys, headers, partitions, timestamps]
+    n = 0
+    for i, name in enumerate(("values", "keys", "headers", "partitions", "timestamps")):
+        obj = cols[i]
+        if obj is None:
+            continue
+        obj = cols[i] = _np_column(obj, name)
+        if type(obj) is not _NpColumn and _arrow(obj) is None:
+            _sequence(obj, name)
+        if i == 0:
+            n = len(obj)
+        else:
             _check_len(obj, name, n)
-    return n
+    return n, cols
 
 
 def prepare_rows(topic, values, keys, headers, partitions, timestamps, key_serializer=None,
                  value_serializer=None):
     """Checked per-record lists (values, keys, headers, partitions, timestamps) of one
     send_batch call; TypeError / ValueError on bad input, before anything is sent."""
-    n = check_columns(topic, values, keys, headers, partitions, timestamps)
+    n, (values, keys, headers, partitions, timestamps) = check_columns(
+        topic, values, keys, headers, partitions, timestamps)
     hdrs = [None] * n if headers is None else _header_rows(headers, n)
     given = hdrs if _arrow(headers) is None else [None] * n  # what serializers see
     out = [_binary_rows(values, "values", value_serializer, topic, given, n),
