@@ -302,11 +302,15 @@ class KafkaProducer:
 
         values / keys: sequences of bytes, bytearray, memoryview, str (UTF-8) or None (null),
         put through the configured serializers like send() (None stays null), or pyarrow
-        binary/large_binary/string/large_string arrays or chunked arrays, taken as raw bytes.
-        headers: per record None or [(str, bytes|None)], or a pyarrow
+        binary/large_binary/string/large_string arrays or chunked arrays, or numpy S (trailing
+        NULs dropped) / U (UTF-8) arrays, taken as raw bytes (numpy object arrays are
+        sequences). headers: per record None or [(str, bytes|None)], or a pyarrow
         list<struct<key: string, value: binary>> array. partitions: per record int or None
-        (the partitioner decides). timestamps: per record ms or None (now), or a pyarrow int64
-        or timestamp array of any unit. Bad input raises TypeError / ValueError before any
+        (the partitioner decides), or a pyarrow / numpy integer array. timestamps: per record
+        ms or None (now), or a pyarrow int64 or timestamp array of any unit, or a numpy integer
+        (ms) or datetime64 array of any unit (NaT: now). A pandas Series or Index is taken as
+        its numpy or (Arrow-backed) pyarrow array; nullable Int64 NA is None, tz-aware times
+        are UTC (docs/send_batch.md). Bad input raises TypeError / ValueError before any
         record is appended; metadata and memory waits raise KafkaTimeoutError after
         max_block_ms as send() does (the message says how many records were appended; those
         are still delivered).
