@@ -29,7 +29,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
@@ -167,7 +166,7 @@ def _broker(kind: str):
     if kind == "mock":
         import _mock_broker
         return _mock_broker.MockBroker(), _mock_broker.LABEL
-    tempfile.tempdir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the broker's data
+    compare.broker_data_on_tmpfs()
     return compare.Broker(), "one Apache Kafka node, data on a tmpfs"
 
 

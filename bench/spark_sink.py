@@ -233,7 +233,9 @@ def frame(spark, rows, partitions):
         F.lpad(F.col("id").cast("string"), VALUE_SIZE, "x").cast("binary").alias("value"))
 
 
-def run_once(spark, client, df, bootstrap, create_topic, end_count, kafka_options, jvm_pid):
+def run_once(spark, client, df, bootstrap, topics, kafka_options, jvm_pid):
+    """One save() to a new topic; its records counted, then the topic deleted."""
+    create_topic, end_count, delete_topic = topics
     topic = create_topic(f"spark-sink-{FORMATS[client]}-{uuid.uuid4().hex[:8]}")
     options = dict(SINK_OPTIONS.get(client, {}))
     if client == EOS:
@@ -250,6 +252,7 @@ def run_once(spark, client, df, bootstrap, create_topic, end_count, kafka_option
         writer.save()
         wall = time.perf_counter() - t0
     landed = end_count(topic)
+    delete_topic(topic)
     return {"client": client, "topic": topic, "wall_s": wall, "cpu_s": meter.cpu_s,
             "peak_rss_mb": meter.peak / MIB, "landed": landed}
 
@@ -308,6 +311,8 @@ def main(argv=None):
     ap.add_argument("--warmup-rows", type=int, default=None,
                     help="rows of the untimed warm-up run of each sink (default rows/10)")
     ap.add_argument("--bootstrap-servers", default=None)
+    ap.add_argument("--broker-data", choices=("tmpfs", "disk"), default="tmpfs",
+                    help="where the broker started here keeps its data (disk: the temp dir)")
     ap.add_argument("--cores", type=int, default=2, help="local[N]")
     ap.add_argument("--spark-partitions", type=int, default=None,
                     help="partitions of the DataFrame (default: --cores)")
@@ -344,11 +349,22 @@ def main(argv=None):
             return name
     else:
         from pyprod.testing.kafka_cluster import KafkaCluster
+
+        from _runs import broker_data_on_tmpfs
+        if args.broker_data == "tmpfs":
+            broker_data_on_tmpfs()
         cluster = KafkaCluster(nodes=1).start()
         bootstrap = cluster.bootstrap_servers
+        admin = cluster.admin()
 
         def create_topic(name):
             return cluster.create_topic(name, PARTITIONS)
+
+    def delete_topic(name):
+        try:
+            admin.delete_topics([name], operation_timeout=30)[name].result(30)
+        except Exception as e:  # noqa: BLE001 - a leftover topic only costs memory
+            print(f"(could not delete {name}: {e})", file=sys.stderr)
 
     def end_count(topic):
         from confluent_kafka import TopicPartition
@@ -360,6 +376,7 @@ def main(argv=None):
         finally:
             c.close()
 
+    topics = (create_topic, end_count, delete_topic)
     spark = spark_session(jars, args)
     jvm_pid = spark.sparkContext._gateway.proc.pid
     parts = args.spark_partitions or args.cores
@@ -367,15 +384,13 @@ def main(argv=None):
     try:
         warm = frame(spark, args.warmup_rows or max(1, args.rows // 10), parts)
         for client in clients:
-            r = run_once(spark, client, warm, bootstrap, create_topic, end_count,
-                         kafka_options, jvm_pid)
+            r = run_once(spark, client, warm, bootstrap, topics, kafka_options, jvm_pid)
             print(f"warm-up {client}: {r['wall_s']:.1f}s", file=sys.stderr, flush=True)
         df = frame(spark, args.rows, parts)
         for rnd in range(args.rounds):
             order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
             for client in order:
-                r = run_once(spark, client, df, bootstrap, create_topic, end_count,
-                             kafka_options, jvm_pid)
+                r = run_once(spark, client, df, bootstrap, topics, kafka_options, jvm_pid)
                 # a transaction adds one commit marker per partition it wrote to
                 markers = parts * PARTITIONS if client == EOS else 0
                 if not args.rows <= r["landed"] <= args.rows + markers:
