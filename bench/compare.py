@@ -84,6 +84,9 @@ def build_parser():
     ap.add_argument("--quick", action="store_true",
                     help=f"smoke run: 100k records, workloads {','.join(QUICK_WORKLOADS)}, "
                          "1 s paced runs")
+    ap.add_argument("--slow-workloads", default=None,
+                    help="kafka-python and aiokafka run only these workloads (in steady state "
+                         "each of their runs takes minutes; default: all)")
     ap.add_argument("--no-java", dest="java", action="store_false")
     ap.add_argument("--no-latency", dest="latency", action="store_false",
                     help="skip the paced 50k records/s runs")
@@ -109,11 +112,14 @@ def plan(args, clients, workloads) -> tuple:
     """The runs of one round in order, as specs without topic/bootstrap; the skipped pairs."""
     n = args.records or (100_000 if args.quick else 10_000_000)
     steady = args.steady and not args.quick
+    slow = set(workloads if not args.slow_workloads else args.slow_workloads.split(","))
     secs = args.latency_seconds or (1.0 if args.quick else 5.0)
     specs, skipped = [], {}
     for w in workloads:
         for c in clients:
             why = SKIP.get((c, w)) or (MOCK_SKIP.get(c) if args.broker == "mock" else None)
+            if not why and c in CLIENT_SHARE and w not in slow:
+                why = "not in --slow-workloads (a steady-state run takes minutes)"
             if why:
                 skipped[f"{c} / {w}"] = why
                 continue
