@@ -64,7 +64,8 @@ def _third_party_imports(folder, top_level_only=False):
 
 # import name -> distribution; cramjam is a dependency of pyprod itself
 DISTRIBUTION = {"kafka": "kafka-python", "pytest": "pytest", "crc32c": "crc32c", "lz4": "lz4",
-                "pyarrow": "pyarrow", "Cython": "Cython", "setuptools": "setuptools"}
+                "pyarrow": "pyarrow", "numpy": "numpy", "pandas": "pandas", "Cython": "Cython",
+                "setuptools": "setuptools"}
 
 
 def test_cibuildwheel_test_requires_cover_the_kernel_tests():
