@@ -239,7 +239,8 @@ def chart(meta: dict, rows: list, path: str) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors(i % 10)) for i in range(len(labels))]
     fig.legend(handles, labels, loc="upper center", ncol=min(5, len(labels)), fontsize=8,
                bbox_to_anchor=(0.5, 0.965))
-    save_chart(fig, meta, "Kafka producers on one broker", path, rect=(0, 0.04, 1, 0.94))
+    save_chart(fig, meta, "Kafka producers, " + meta.get("broker", "one broker"), path,
+               rect=(0, 0.04, 1, 0.94))
 
 
 def save_chart(fig, meta: dict, title: str, path: str, rect) -> None:

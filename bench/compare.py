@@ -1,21 +1,25 @@
-"""Every producer on the same Apache Kafka broker, in one run: pyprod, kafka-python,
-confluent-kafka, aiokafka and the Java producer (kafka-tools' ProducerPerformance).
+"""Every producer on the same broker, in one run: pyprod, kafka-python, confluent-kafka,
+aiokafka and the Java producer (kafka-tools' ProducerPerformance), in steady state.
 
 For each workload (6 partitions; acks=1, linger_ms=5 and each client's default batch size
 unless the workload says otherwise; one value of random upper-case letters, as Java's tool
 uses) every client runs in its own subprocess, interleaved, >= 3 rounds with the order
 rotated. A throughput run times the first send() until flush() returns; a separate paced run
 offers 50,000 records/s and measures send()->callback latency (not for 100B-callbacks, whose
-throughput run already has a callback on every record). Per client and workload:
-median records/s and MB/s (2**20 bytes of values), CPU s per million records (the child's own
-getrusage over the timed window; Java: the whole JVM from wait4), peak RSS (the child's
-ru_maxrss) and the median p99 latency of the paced runs.
+throughput run already has a callback on every record). Steady state: a run sends at least 20
+times what the client's default buffer holds (10M records of 100 B by default), so the buffer
+absorbs under 5% of it. The broker: Apache Kafka started here (one node, its data on a tmpfs,
+each run's topic deleted), librdkafka's mock cluster (--broker mock: the client's own cost), or
+--bootstrap-servers. Per client and workload: median records/s and MB/s (2**20 bytes of
+values), CPU s per million records (the child's own getrusage over the timed window; Java: the
+whole JVM from wait4), the broker's CPU, peak RSS (the child's ru_maxrss), the buffer's share
+of the run and the median p50/p99 latency of the paced runs.
 
-    python bench/compare.py                       # everything, 3 rounds (~15 min on 2 cores)
+    python bench/compare.py                       # every workload, 3 rounds (over an hour on 2 cores)
     python bench/compare.py --quick               # smoke run: 100k records, 2 workloads
-    python bench/compare.py --clients pyprod,confluent-kafka --workloads 100B,lz4 --rounds 5
+    python bench/compare.py --broker mock --workloads 100B,lz4 --slow-workloads 100B --rounds 5
 
-Writes bench/results/compare.json, compare.md and compare.png; rows of
+Writes bench/results/NAME.json, NAME.md and NAME.png (--name, default compare); rows of
 bench/results/spark_sink.json (bench/spark_sink.py), if present, are merged in.
 """
 from __future__ import annotations
