@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,19 @@ def run_measured(cmd, timeout, rss_every=None):
                 "rc": proc.returncode, "cpu_s": ru.ru_utime + ru.ru_stime,
                 "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "rss_timeline": timeline,
                 "timed_out": time.monotonic() - start > timeout}
+
+
+def run_child(script: str, spec: dict, what: str, records: int) -> dict:
+    """``python -X faulthandler SCRIPT --child SPEC`` (a crash prints its threads' stacks); its
+    last JSON line on stdout, or RuntimeError saying how it ended."""
+    cmd = [sys.executable, "-X", "faulthandler", script, "--child", json.dumps(spec)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 + records / 5_000)
+    lines = [s for s in out.stdout.splitlines() if s.startswith("{")]
+    if out.returncode or not lines:
+        how = f"died of {signal.Signals(-out.returncode).name}" if out.returncode < 0 \
+            else f"exit {out.returncode}"
+        raise RuntimeError(f"{what}: the run failed ({how}):\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1])
 
 
 def _rss_mib(pid):

@@ -25,15 +25,14 @@ import datetime
 import json
 import os
 import resource
-import signal
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 
 import before_after
 import compare
+from _runs import run_child
 
 SOURCES = ("numpy", "arrow", "list")
 ROWS = 10_000_000
@@ -93,18 +92,9 @@ def run_one(broker, spec: dict) -> dict:
     broker.create(topic, compare.PARTITIONS)
     bootstrap, extra = broker.client_address({"client": "pyprod"})
     args = dict(spec, topic=topic, bootstrap=bootstrap, extra=extra or {})
-    cmd = [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), "--child",
-           json.dumps(args)]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True,
-                             timeout=120 + spec["rows"] / 5_000)
-        lines = [s for s in out.stdout.splitlines() if s.startswith("{")]
-        if out.returncode or not lines:
-            how = f"died of {signal.Signals(-out.returncode).name}" if out.returncode < 0 \
-                else f"exit {out.returncode}"
-            raise RuntimeError(f"{spec['source']}: the run failed ({how}):\n"
-                               f"{out.stderr[-3000:]}")
-        res = dict(json.loads(lines[-1]), round=spec["round"])
+        res = dict(run_child(os.path.abspath(__file__), args, spec["source"], spec["rows"]),
+                   round=spec["round"])
         landed = broker.count(topic)
     finally:
         broker.delete(topic)

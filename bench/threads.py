@@ -26,9 +26,7 @@ import datetime
 import json
 import os
 import resource
-import signal
 import statistics
-import subprocess
 import sys
 import sysconfig
 import threading
@@ -38,6 +36,7 @@ import _mock_broker
 import before_after
 from _workloads import OVERHEAD, STEADY_SHARE
 import compare
+from _runs import run_child
 
 THREADS = (1, 2, 4)
 VALUE_SIZE = 100
@@ -104,17 +103,8 @@ def run_one(broker, spec: dict) -> dict:
     broker.create(topic, compare.PARTITIONS)
     args = dict(bootstrap=broker.bootstrap, topic=topic, records=spec["records"],
                 threads=spec["threads"], buffer_memory=spec["buffer_memory"])
-    cmd = [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), "--child",
-           json.dumps(args)]  # a crash: its threads' stacks on stderr
-    out = subprocess.run(cmd, capture_output=True, text=True,
-                         timeout=120 + spec["records"] / 5_000)
-    lines = [s for s in out.stdout.splitlines() if s.startswith("{")]
-    if out.returncode or not lines:
-        how = f"died of {signal.Signals(-out.returncode).name}" if out.returncode < 0 \
-            else f"exit {out.returncode}"
-        raise RuntimeError(f"{spec['threads']} threads: the run failed ({how}):\n"
-                           f"{out.stderr[-3000:]}")
-    res = dict(json.loads(lines[-1]), round=spec["round"])
+    res = dict(run_child(os.path.abspath(__file__), args, f"{spec['threads']} threads",
+                         spec["records"]), round=spec["round"])
     landed = broker.count(topic)
     if landed != spec["records"] + compare.PARTITIONS:
         raise RuntimeError(f"{spec['threads']} threads: {landed} records in {topic}, expected "
