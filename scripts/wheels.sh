@@ -35,7 +35,9 @@ mkdir -p "$W/bin"; rm -rf "$out" "$W"/raw-*; mkdir -p "$out"
 t0=$SECONDS
 
 # --- tools: zig (as a Python package), auditwheel, build, Cython, setuptools --------------------
-T=$W/tools
+# one tools venv per interpreter: it runs the builds, so its Python is the wheels' (cp311, cp314t)
+ft=$("$py" -c 'import sysconfig; print("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")')
+T=$W/tools-$abi$ft
 if ! "$T/bin/python" -c "import ziglang, auditwheel, build, Cython, setuptools, wheel" 2>/dev/null; then
   say "installing the tools (zig, auditwheel, build, Cython) in $T"
   "$py" -m venv "$T"
@@ -142,9 +144,14 @@ done
 
 # --- tests: the test-requires and test-command of [tool.cibuildwheel] ------------------------------
 read_cibw() {  # prints test-requires (one a line), then test-command on the last line
-  "$T/bin/python" -c 'import sys, tomllib
+  "$T/bin/python" - "$abi$ft-manylinux_x86_64" <<'EOF'
+import fnmatch, sys, tomllib
 c = tomllib.load(open("pyproject.toml", "rb"))["tool"]["cibuildwheel"]
-print("\n".join(c["test-requires"])); print(c["test-command"])'
+for o in c.get("overrides", []):  # cibuildwheel's overrides that select this build
+    if any(fnmatch.fnmatch(sys.argv[1], p) for p in o["select"].split()):
+        c.update({k: v for k, v in o.items() if k != "select"})
+print("\n".join(c["test-requires"])); print(c["test-command"])
+EOF
 }
 mapfile -t cibw < <(read_cibw)
 test_command=${cibw[-1]}; unset 'cibw[-1]'; test_requires=("${cibw[@]}")
@@ -157,7 +164,8 @@ venv=$W/venv-x86_64; rm -rf "$venv"; "$py" -m venv "$venv"
 i0=$EPOCHREALTIME
 "$venv/bin/pip" install -q --only-binary :all: "$whl" || die "pip install $whl"
 say "x86_64: pip install of the wheel (with cramjam) into a fresh venv: $("$py" -c "print('%.1f' % ($EPOCHREALTIME - $i0))") s"
-"$venv/bin/pip" install -q --only-binary :all: "${test_requires[@]}" confluent-kafka \
+extra=(); [ $broker = 1 ] && extra=(confluent-kafka)  # the round trip's reader
+"$venv/bin/pip" install -q --only-binary :all: "${test_requires[@]}" "${extra[@]}" \
   || die "the test requirements"
 # PATH without a C compiler: every command on PATH but cc, gcc, clang, zig and their kin
 farm=$W/path-without-cc; rm -rf "$farm"; mkdir -p "$farm"

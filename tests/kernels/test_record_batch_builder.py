@@ -2,7 +2,6 @@
 import random
 import struct
 import time
-from types import SimpleNamespace
 
 import cramjam
 import pytest
@@ -17,23 +16,6 @@ from kafka.record.memory_records import MemoryRecords  # noqa: E402
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 HEADER = 61
-
-
-@pytest.fixture(autouse=True)
-def kafka_decoders(monkeypatch):
-    """kafka-python decodes snappy/lz4/zstd only with optional packages; stand in cramjam for
-    the raw codecs that are missing (kafka-python still parses the xerial snappy framing)."""
-    if not kafka_codec.has_snappy():
-        monkeypatch.setattr(kafka_codec, "snappy", SimpleNamespace(
-            decompress=lambda b: bytes(cramjam.snappy.decompress_raw(bytes(b)))))
-    if not kafka_codec.has_lz4():
-        monkeypatch.setattr(kafka_codec, "lz4", SimpleNamespace())
-        monkeypatch.setattr(default_records, "lz4_decode",
-                            lambda b: bytes(cramjam.lz4.decompress(bytes(b))))
-    if not kafka_codec.has_zstd():
-        monkeypatch.setattr(kafka_codec, "zstd", SimpleNamespace())
-        monkeypatch.setattr(default_records, "zstd_decode",
-                            lambda b: bytes(cramjam.zstd.decompress(bytes(b))))
 
 
 def wrap64(v):
