@@ -151,6 +151,17 @@ def test_other_datetime64_units(k):
     assert before <= got[-1]
 
 
+def test_the_largest_unit_multiples_do_not_overflow(k):
+    """numpy caps a unit's multiple at 2**31 - 1: its ms factor still fits int64, and a value
+    past the timestamp range is the usual ValueError, not a wrapped number."""
+    acc, sp, bp, _ = _paths(k)
+    bp.send("t", [b"x"], partitions=[0],
+            timestamps=np.array([1], "datetime64[2147483647W]"))
+    assert [r[3] for r in _records(_drain_all(acc))[0]] == [2147483647 * 7 * 86_400_000]
+    with pytest.raises(ValueError, match=r"timestamps\[0\] is out of range"):
+        bp.send("t", [b"x"], timestamps=np.array([1], "datetime64[2147483647Y]"))
+
+
 def test_empty_arrays(k):
     acc, sp, bp, _ = _paths(k)
     for v, kk in ((np.array([], "S3"), np.array([], "U2")), (pd.Series([], dtype=object), None),
