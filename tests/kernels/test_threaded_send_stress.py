@@ -18,6 +18,7 @@ import sysconfig
 import threading
 import time
 
+import numpy as np
 import pytest
 from kafka.record import MemoryRecords
 
@@ -28,7 +29,7 @@ from tests.harness.forked import run_forked
 from test_record_accumulator import FakeMetadata, accumulator
 
 PARTITIONS = 4
-WRITERS = ("send", "send_batch", "send", "send_batch")
+WRITERS = ("send", "send_batch", "send", "send_batch_numpy")
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 RECORDS = int(os.environ.get("PYPROD_STRESS_RECORDS") or (15000 if FREE_THREADED else 4000))
 CHUNK = 64  # rows per send_batch() call
@@ -46,6 +47,7 @@ def _rows(t, n):
         key = b"key-%d" % rng.randrange(50) if kind == 1 else None
         headers = [("h\u00e9", b"%d" % i), ("nul", None)] if i % 5 == 0 else []
         value = b"%d-%07d-" % (t, i) + rng.randbytes(rng.choice([0, 7, 60, 200]))
+        value += b"." if value.endswith(b"\0") else b""  # a numpy S column drops trailing NULs
         out.append((key, value, headers, i % PARTITIONS if kind == 2 else None, TS0 + 7 * i + t))
     return out
 
@@ -122,9 +124,12 @@ def _write(kind, t, rows, sp, bp, out, told, errors, gate):
         else:
             for i in range(0, len(rows), CHUNK):
                 cols = list(zip(*rows[i:i + CHUNK]))
-                out.append(bp.send("t", list(cols[1]), keys=list(cols[0]),
+                values, stamps = list(cols[1]), list(cols[4])
+                if kind == "send_batch_numpy":  # read from the buffers without the GIL
+                    values, stamps = np.array(values, "S"), np.array(stamps, np.int64)
+                out.append(bp.send("t", values, keys=list(cols[0]),
                                    headers=[h or None for h in cols[2]],
-                                   partitions=list(cols[3]), timestamps=list(cols[4]))
+                                   partitions=list(cols[3]), timestamps=stamps)
                            .add_both(told.append))
     except BaseException as e:  # noqa: BLE001
         errors.append((kind, t, repr(e)))
