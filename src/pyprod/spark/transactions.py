@@ -47,27 +47,25 @@ the restarted query run that batch id again. Hence:
 - abort(messages, batchId) leaves a decided batch (an entry exists) to that recovery; otherwise
   it aborts the transactions and fences the failed partitions' ids.
 
-The entries need a checkpoint the driver's Python can read and write: a local (or NFS) path,
-a file: URI, or a URI pyarrow.fs opens (s3://, gs://, hdfs://, abfs://). The entry directory
-keeps the newest KEEP_ENTRIES entries.
+The entries (pyprod.spark.sink_log) need a checkpoint the driver's Python can read and write:
+a local (or NFS) path, a file: URI, or a URI pyarrow.fs opens (s3://, gs://, hdfs://, abfs://).
 """
 from __future__ import annotations
 
 import collections
-import json
 import logging
-import os
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
-from urllib.parse import unquote, urlparse
 
 from pyprod import errors
 from pyprod.errors import KafkaConfigurationError
 from pyprod.producer import KafkaProducer
 from pyprod.spark import writer as task_writer
+from pyprod.spark.sink_log import (ENTRY_DIR, KEEP_ENTRIES, ExactlyOnceError,  # noqa: F401
+                                   SinkLog, _Files)
 from pyprod.spark.stores import materialize  # PKCS12 stores -> PEM files
 from pyprod.transaction_manager import PreparedTransaction
 
@@ -75,9 +73,7 @@ log = logging.getLogger("pyprod.spark.commit")
 if log.level == logging.NOTSET:
     log.setLevel(logging.INFO)
 
-ENTRY_DIR = "pyprod"        # under the checkpoint
 ENTRY_VERSION = 1
-KEEP_ENTRIES = 20
 PARALLEL = 8                # transactions finished at once by the driver
 CLOSE_TIMEOUT_S = 30.0
 QUERY_ID_PROPERTY = "sql.streaming.queryId"    # Spark's task-local properties
@@ -89,11 +85,6 @@ COMMITTING, COMMITTED = "committing", "committed"
 _GONE = (errors.ProducerFencedError, errors.InvalidProducerEpochError,
          errors.InvalidTxnStateError, errors.InvalidProducerIdMappingError,
          errors.UnknownProducerIdError)
-
-
-class ExactlyOnceError(RuntimeError):
-    """An exactly-once write could not be finished as it should (the message says what is
-    visible and what to do)."""
 
 
 @dataclass(frozen=True)
@@ -323,135 +314,6 @@ def abort_batch(settings, messages, factory=None):
 
 
 # -- the driver: streaming ---------------------------------------------------------------------
-class _Files:
-    """Small files under a directory: a local path or file: URI (os), or a URI pyarrow.fs
-    opens (s3a:// and s3n:// read as s3://)."""
-
-    def __init__(self, location):
-        parsed = urlparse(location)
-        scheme = parsed.scheme.lower()
-        self.location = location
-        if scheme in ("", "file") or len(scheme) == 1:  # a path (C: is a drive, not a scheme)
-            path = unquote(parsed.path) if scheme == "file" else location
-            self.fs, self.root = None, os.path.abspath(path)
-            return
-        try:
-            import pyarrow.fs as pafs
-        except ImportError:
-            raise ExactlyOnceError(
-                "pyprod.spark: exactly-once needs pyarrow to reach the checkpoint %r from the "
-                "driver" % (location,)) from None
-        uri = "s3" + location[len(scheme):] if scheme in ("s3a", "s3n") else location
-        self._pafs = pafs
-        self.fs, self.root = pafs.FileSystem.from_uri(uri)
-
-    def _path(self, *names):
-        if self.fs is None:
-            return os.path.join(self.root, *names)
-        return "/".join((self.root.rstrip("/"),) + names)
-
-    def read(self, *names):
-        path = self._path(*names)
-        try:
-            if self.fs is None:
-                with open(path, "rb") as f:
-                    return f.read()
-            with self.fs.open_input_stream(path) as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
-    def write(self, data, *names):
-        """Write a file in one step: a reader sees the old content or the new, whole."""
-        path = self._path(*names)
-        tmp = self._path(*names[:-1], ".%s.%s.tmp" % (names[-1], uuid.uuid4().hex[:8]))
-        if self.fs is None:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fd = os.open(os.path.dirname(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            return
-        self.fs.create_dir(self._path(*names[:-1]), recursive=True)
-        with self.fs.open_output_stream(tmp) as f:
-            f.write(data)
-        self.fs.move(tmp, path)
-
-    def list(self, *names):
-        path = self._path(*names)
-        if self.fs is None:
-            try:
-                return os.listdir(path)
-            except FileNotFoundError:
-                return []
-        infos = self.fs.get_file_info(self._pafs.FileSelector(path, allow_not_found=True))
-        return [i.base_name for i in infos]
-
-    def delete(self, *names):
-        path = self._path(*names)
-        try:
-            if self.fs is None:
-                os.remove(path)
-            else:
-                self.fs.delete_file(path)
-        except FileNotFoundError:
-            pass
-
-
-class SinkLog:
-    """The sink's commit decisions, one JSON file per micro-batch under the checkpoint."""
-
-    def __init__(self, checkpoint):
-        self.checkpoint = checkpoint
-        self.files = _Files(checkpoint)
-
-    def query_id(self):
-        """The query id in Spark's ``<checkpoint>/metadata`` (written when the query starts)."""
-        data = self.files.read("metadata")
-        if data is None:
-            raise ExactlyOnceError(
-                "pyprod.spark: exactly-once cannot see Spark's checkpoint at %r from the "
-                "driver (no 'metadata' file at %s): give checkpointLocation as a path or URI "
-                "the driver's Python can open (a local or NFS path, file:, s3://, hdfs://...; "
-                "a bare path on another default file system such as HDFS is not)"
-                % (self.checkpoint, self.files._path("metadata")))
-        try:
-            return json.loads(data.decode("utf-8").splitlines()[0])["id"]
-        except (ValueError, KeyError, IndexError) as e:
-            raise ExactlyOnceError("pyprod.spark: cannot read the query id in %s: %r"
-                                   % (self.files._path("metadata"), e)) from None
-
-    def batch_ids(self):
-        out = []
-        for name in self.files.list(ENTRY_DIR):
-            stem, dot, ext = name.partition(".")
-            if dot and ext == "json" and stem.isdigit():
-                out.append(int(stem))
-        return sorted(out)
-
-    def get(self, batch_id):
-        data = self.files.read(ENTRY_DIR, "%d.json" % batch_id)
-        return None if data is None else json.loads(data.decode("utf-8"))
-
-    def put(self, entry):
-        data = json.dumps(entry, sort_keys=True).encode("utf-8")
-        self.files.write(data, ENTRY_DIR, "%d.json" % entry["batch_id"])
-
-    def prune(self, keep=KEEP_ENTRIES):
-        for batch_id in self.batch_ids()[:-keep]:
-            self.files.delete(ENTRY_DIR, "%d.json" % batch_id)
-
-    def latest(self):
-        ids = self.batch_ids()
-        return self.get(ids[-1]) if ids else None
-
-
 def _prepared(entry):
     return [PreparedTransaction(*t) for t in entry["transactions"]]
 
@@ -470,8 +332,7 @@ def _finish_entry(settings, sink_log, entry, factory, trusted):
         raise ExactlyOnceError(
             "pyprod.spark: could not finish committing micro-batch %d, decided by an earlier "
             "run (%s); the next attempt retries (its entry: %s)" % (
-                batch_id, _failures(failed), sink_log.files._path(ENTRY_DIR,
-                                                                  "%d.json" % batch_id)))
+                batch_id, _failures(failed), sink_log.entry_path(batch_id)))
     key = "lost" if trusted else "unknown"
     ids = sorted(set(entry.get(key, ())) | {p.transactional_id for p, _ in gone})
     entry = dict(entry, state=COMMITTED, **{key: ids})
