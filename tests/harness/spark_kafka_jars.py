@@ -1,0 +1,160 @@
+"""Spark's own Kafka source and sink (spark-sql-kafka-0-10) for the installed pyspark: the jars
+resolved once with Maven into ``~/.cache/pyprod/spark-kafka-<version>/libs`` (or
+``$PYPROD_SPARK_KAFKA_CACHE``), less every artifact pyspark already ships (spark-core,
+scala-library, hadoop, lz4, snappy, slf4j...), so the classpath holds each class once.
+
+    jars = spark_kafka_jars()          # [path, ...] for spark.jars
+    spark.config("spark.jars", ",".join(jars))
+
+The version is pyspark's (``$PYPROD_SPARK_KAFKA_VERSION`` overrides it). When Maven cannot
+resolve it, the newest served version of FALLBACK_VERSIONS is used (with a warning; the miss
+is remembered for a day in the version's cache folder); when none resolves, KafkaLibsUnavailable
+says why, with Maven's output."""
+from __future__ import annotations
+
+import fcntl
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import time
+import warnings
+
+from pyprod.testing.kafka_libs import STAMP, KafkaLibsUnavailable
+
+__all__ = ["spark_kafka_jars", "pyspark_artifacts", "ARTIFACT", "FALLBACK_VERSIONS"]
+
+ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+# newest first: pyspark 4.3.0 was installable before its connector could be resolved
+FALLBACK_VERSIONS = ("4.2.0",)
+MISSING = "missing"      # marker file: Maven could not resolve this version
+MISSING_TTL_S = 86400
+
+# A pom that is no build: `mvn dependency:copy-dependencies` copies the connector and its
+# runtime dependencies (spark-core, spark-sql... are "provided" there, so not copied).
+_POM = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>pyprod.testing</groupId>
+  <artifactId>spark-kafka-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.spark</groupId>
+      <artifactId>spark-sql-kafka-0-10_2.13</artifactId>
+      <version>{version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+_JAR = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^/]*)\.jar$")
+
+
+def _pyspark():
+    import pyspark
+    return pyspark
+
+
+def pyspark_artifacts() -> list[str]:
+    """The artifact ids of the jars pyspark ships (``spark-core_2.13``, ``scala-library``...)."""
+    jars = os.path.join(os.path.dirname(os.path.abspath(_pyspark().__file__)), "jars")
+    names = (_JAR.match(os.path.basename(p)) for p in glob.glob(os.path.join(jars, "*.jar")))
+    return sorted({m.group("artifact") for m in names if m})
+
+
+def _cache_dir(version: str) -> str:
+    return os.path.expanduser(os.environ.get("PYPROD_SPARK_KAFKA_CACHE")
+                              or f"~/.cache/pyprod/spark-kafka-{version}")
+
+
+def spark_kafka_jars(version: str | None = None) -> list[str]:
+    """Paths of the connector's jars that pyspark lacks (resolved once, cached)."""
+    wanted = (version or os.environ.get("PYPROD_SPARK_KAFKA_VERSION")
+              or _pyspark().__version__)
+    try:
+        return _jars(wanted)
+    except KafkaLibsUnavailable as e:
+        if version or os.environ.get("PYPROD_SPARK_KAFKA_VERSION"):
+            raise
+        first = e
+    for other in FALLBACK_VERSIONS:
+        if other == wanted:
+            continue
+        try:
+            jars = _jars(other)
+        except KafkaLibsUnavailable:
+            continue
+        warnings.warn("%s:%s cannot be resolved: using %s with pyspark %s"
+                      % (ARTIFACT, wanted, other, wanted), stacklevel=2)
+        return jars
+    raise first
+
+
+def _jars(version):
+    pom = _POM.format(version=version)
+    shipped = pyspark_artifacts()
+    stamp_text = "%s %s\n" % (version, hashlib.sha256(
+        (pom + ",".join(shipped)).encode()).hexdigest())
+    cache = _cache_dir(version)
+    libs, stamp = os.path.join(cache, "libs"), os.path.join(cache, STAMP)
+    missing = os.path.join(cache, MISSING)
+
+    def fresh():
+        try:
+            with open(stamp) as f:
+                return f.read() == stamp_text and os.path.isdir(libs)
+        except OSError:
+            return False
+
+    def known_missing():
+        try:
+            with open(missing) as f:
+                why = f.read()
+            if time.time() - os.path.getmtime(missing) < MISSING_TTL_S:
+                raise KafkaLibsUnavailable(why)
+        except FileNotFoundError:
+            pass
+
+    if not fresh():
+        known_missing()
+        os.makedirs(cache, exist_ok=True)
+        with open(os.path.join(cache, ".lock"), "w") as lockf:
+            fcntl.flock(lockf, fcntl.LOCK_EX)  # concurrent test runs resolve once
+            if not fresh():
+                known_missing()
+                try:
+                    _resolve(version, pom, shipped, cache, libs)
+                except KafkaLibsUnavailable as e:
+                    with open(missing, "w") as f:
+                        f.write(str(e))
+                    raise
+                with open(stamp, "w") as f:
+                    f.write(stamp_text)
+    jars = sorted(glob.glob(os.path.join(libs, "*.jar")))
+    if not any(os.path.basename(j).startswith("spark-sql-kafka-0-10") for j in jars):
+        raise KafkaLibsUnavailable("no spark-sql-kafka jar in %s: %s" % (libs, jars))
+    return jars
+
+
+def _resolve(version, pom, shipped, cache, libs):
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise KafkaLibsUnavailable("no `mvn` on PATH: cannot resolve %s:%s" % (ARTIFACT, version))
+    pom_path, tmp = os.path.join(cache, "pom.xml"), libs + ".tmp"
+    with open(pom_path, "w") as f:
+        f.write(pom)
+    shutil.rmtree(tmp, ignore_errors=True)
+    # what pyspark ships stays out, whatever its version in the connector's tree
+    cmd = [mvn, "-q", "-B", "-f", pom_path, "dependency:copy-dependencies",
+           "-DincludeScope=runtime", "-DoutputDirectory=" + tmp,
+           "-DexcludeArtifactIds=" + ",".join(shipped)]
+    res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if res.returncode != 0 or not os.path.isdir(tmp):
+        raise KafkaLibsUnavailable("Maven could not resolve %s:%s (exit %d):\n%s" % (
+            ARTIFACT, version, res.returncode, (res.stdout + res.stderr)[-3000:]))
+    shutil.rmtree(libs, ignore_errors=True)
+    os.replace(tmp, libs)
