@@ -13,7 +13,10 @@ reuse the worker (the idea of Spark's InternalKafkaProducerPool).
   starts with an empty cache and makes its own: the inherited entries' references and idle
   clocks are the parent's (an inherited producer would work, docs/fork.md, but the parent's
   tasks hold it). The cache notices the new pid or kcore.fork_generation().
-- At interpreter exit every cached producer is flushed and closed.
+- At interpreter exit every cached producer is flushed and closed, and in a PySpark worker
+  also when its executor shuts down (:mod:`pyprod.spark.executor_shutdown`).
+- stats() counts, since the process started: producers created, acquisitions (one per task)
+  and producers closed.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import weakref
 
 from kcore import fork_generation
 from pyprod.producer import KafkaProducer
+from pyprod.spark import executor_shutdown
 from pyprod.spark.stores import materialize  # PKCS12 stores -> PEM files
 
 log = logging.getLogger("pyprod.spark")
@@ -102,6 +106,7 @@ class ProducerCache:
         self._gen = self._generation()
         self._evictor = None
         self._stop = threading.Event()
+        self._created = self._acquired = self._closed = 0
 
     def _check_process(self):
         if self._pid != os.getpid() or self._gen != self._generation():
@@ -120,9 +125,13 @@ class ProducerCache:
             if entry is not None:
                 entry.refs += 1
                 entry.last_used = self._clock()
+                self._acquired += 1
                 return entry.producer
+        executor_shutdown.close_on_shutdown(self)  # before the producer starts its threads
         producer = self._factory(dict(config))  # outside the lock: it connects
         with self._lock:
+            self._created += 1
+            self._acquired += 1
             entry = self._entries.get(key)
             spare = None
             if entry is None:  # still a miss: ours goes in
@@ -179,10 +188,13 @@ class ProducerCache:
         self._close_all_of(producers, timeout)
 
     def stats(self):
-        """{'producers': cached count, 'in_use': references held, 'pid': owner pid}."""
+        """{'producers': cached count, 'in_use': references held, 'pid': owner pid, and since
+        the process started: 'created', 'acquired' (acquire() calls), 'closed'}."""
         with self._lock:
             return {"producers": len(self._entries),
-                    "in_use": sum(e.refs for e in self._by_id.values()), "pid": self._pid}
+                    "in_use": sum(e.refs for e in self._by_id.values()), "pid": self._pid,
+                    "created": self._created, "acquired": self._acquired,
+                    "closed": self._closed}
 
     def __len__(self):
         return len(self._entries)
@@ -202,8 +214,9 @@ class ProducerCache:
         for p in producers:
             self._close(p, timeout)
 
-    @staticmethod
-    def _close(producer, timeout=CLOSE_TIMEOUT_S):
+    def _close(self, producer, timeout=CLOSE_TIMEOUT_S):
+        with self._lock:
+            self._closed += 1
         try:
             producer.close(timeout=timeout)
         except Exception:  # noqa: BLE001 - closing must not fail the caller
