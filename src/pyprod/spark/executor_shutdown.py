@@ -1,13 +1,15 @@
 """Closing a PySpark worker's cached producers when its executor shuts down.
 
-A Python worker forked by PySpark's daemon never runs atexit. It leaves in one of two ways:
-- its executor stops and closes the sockets of idle workers: the worker's next read ends with
-  EOFError and the daemon's child loop calls os._exit();
+A Python worker forked by PySpark's daemon never runs atexit. It leaves in one of three ways:
+- ``pyspark.worker.main`` ends with SystemExit(-1): a task failed, or the executor closed the
+  worker's socket (it stops, or drops idle workers); the daemon's child loop then calls
+  os._exit();
+- without worker reuse (spark.python.worker.reuse=false), after every task, the same way;
 - the daemon is stopped, or sees its stdin close (the executor JVM was lost), and sends SIGHUP
   to its process group, which kills the workers (their handler is SIG_DFL).
 So, in such a worker, the first producer the cache creates also installs two hooks:
-- ``pyspark.worker.main`` (which the daemon imports for every task) is wrapped: an EOFError
-  out of it closes the cache's producers before it goes on;
+- ``pyspark.worker.main`` (which the daemon imports for every task) is wrapped to close the
+  cache's producers when the worker is about to leave;
 - SIGHUP is blocked in the main thread (the worker resets its handler before every task, but
   not the mask) and so in every thread started after it, and a daemon thread waits for it
   with sigwait(); on SIGHUP it closes the producers, then lets the SIGHUP kill the process.
@@ -27,6 +29,7 @@ import threading
 
 CLOSE_TIMEOUT_S = 5.0
 WORKER_ENV = "PYTHON_WORKER_FACTORY_SECRET"   # set by PySpark in its Python workers only
+REUSE_ENV = "SPARK_REUSE_WORKER"               # set when spark.python.worker.reuse is on
 
 _installed_pid = None
 log = logging.getLogger("pyprod.spark")
@@ -61,10 +64,17 @@ def _wrap_worker_main(cache):
 
     def wrapped(infile, outfile):
         try:
-            return main(infile, outfile)
-        except EOFError:
-            close_all(cache, "its socket closed")
+            out = main(infile, outfile)
+        except SystemExit as e:  # the daemon lets the worker go unless the code is 0
+            if e.code not in (0, None):
+                close_all(cache, "the worker leaves")
             raise
+        except BaseException:
+            close_all(cache, "the worker leaves")
+            raise
+        if not os.environ.get(REUSE_ENV):
+            close_all(cache, "the worker is not reused")
+        return out
 
     wrapped._pyprod_wrapped = True
     worker.main = wrapped
