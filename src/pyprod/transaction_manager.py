@@ -17,8 +17,9 @@ import threading
 import kcore
 from pyprod import errors
 from pyprod.txn_request_handlers import (
-    GROUP, TRANSACTION, AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, EndTxnHandler,
-    FindCoordinatorHandler, InitProducerIdHandler, TxnOffsetCommitHandler)
+    GROUP, TRANSACTION, AddOffsetsToTxnHandler, AddPartitionsToTxnHandler,
+    DescribeTransactionsHandler, EndTxnHandler, FindCoordinatorHandler, InitProducerIdHandler,
+    TxnOffsetCommitHandler)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class TransactionalRequestResult:
     def __init__(self, operation):
         self.operation = operation
         self.error = None
+        self.value = None  # what the answer gave, for requests that return something
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._future = None  # kcore.Future, for awaits
@@ -237,6 +239,19 @@ class TransactionManager:
             self._enqueue(EndTxnHandler(self, self._end_result, commit,
                                         None if self._v2 else _V1_CAPS["EndTxn"]))
             return self._end_result
+
+    def describe_transaction(self, transactional_id):
+        """DescribeTransactions (KIP-664, Kafka 3.0+) of any transactional id, sent by the
+        Sender to that id's coordinator; this producer's state and transaction are left alone.
+        After wait(), the result's ``value`` is the id's describe_transactions
+        TransactionState (state, producer id and epoch...), or None if its coordinator does
+        not know it. A broker without the API fails the result (UnsupportedVersionError)."""
+        with self._lock:
+            self._raise_if_fatal()
+            result = TransactionalRequestResult("DescribeTransactions")
+            self._enqueue(DescribeTransactionsHandler(self, result, transactional_id))
+        self.client.wakeup()
+        return result
 
     def has_pending(self):
         with self._lock:
@@ -489,7 +504,7 @@ class TransactionManager:
         try:
             version = client.api_version(node, handler.api.API_KEY)
         except errors.KafkaError as e:
-            self.fatal(e)
+            handler.unsupported(e)
             return 0
         if handler.max_version is not None:
             version = min(version, handler.max_version)

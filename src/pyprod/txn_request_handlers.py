@@ -1,6 +1,7 @@
 """The transactional requests and what their answers do (Java's TransactionManager inner
 classes: FindCoordinatorHandler, InitProducerIdHandler, AddPartitionsToTxnHandler,
-AddOffsetsToTxnHandler, TxnOffsetCommitHandler, EndTxnHandler).
+AddOffsetsToTxnHandler, TxnOffsetCommitHandler, EndTxnHandler), and DescribeTransactionsHandler
+(KIP-664: another transactional id's state, which leaves this producer's alone).
 
 Each handler says where its request goes (a coordinator, or the least loaded node), which API
 versions it may use, its body, and what each error code means: retry (after the backoff),
@@ -9,8 +10,8 @@ fatal one (only close() is left). Answers are read on the Sender thread; ``txn``
 producer's pyprod.transaction_manager.TransactionManager.
 """
 from pyprod import errors
-from pyprod.protocol import (add_offsets_to_txn, add_partitions_to_txn, end_txn,
-                             find_coordinator, init_producer_id, txn_offset_commit)
+from pyprod.protocol import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
+                             end_txn, find_coordinator, init_producer_id, txn_offset_commit)
 
 TRANSACTION, GROUP = find_coordinator.TRANSACTION, find_coordinator.GROUP
 
@@ -86,6 +87,10 @@ class TxnRequestHandler:
     def fail(self, error):
         if self.result is not None:
             self.result.done(error)
+
+    def unsupported(self, error):
+        """The coordinator has no version of this API that pyprod speaks."""
+        self.txn.fatal(error)
 
     def __repr__(self):
         return "<%s>" % type(self).__name__
@@ -267,3 +272,48 @@ class EndTxnHandler(TxnRequestHandler):
             self.txn.transaction_ended(self, response.producer_id, response.producer_epoch)
         else:
             self.on_error(self.error_for(response.error_code, what), what)
+
+
+class DescribeTransactionsHandler(TxnRequestHandler):
+    """DescribeTransactions of ``transactional_id`` (any id: its own coordinator is looked up).
+    The result's ``value``: its TransactionState, or None when the coordinator does not know
+    it (TRANSACTIONAL_ID_NOT_FOUND). Other errors, and a broker without the API, fail the
+    result only: this producer's state is never touched."""
+    api = describe_transactions
+    priority = 2
+    needs_transaction = False
+
+    def __init__(self, txn, result, transactional_id):
+        super().__init__(txn, result)
+        self._key = transactional_id
+
+    @property
+    def key(self):
+        return self._key
+
+    def body(self, version):
+        return describe_transactions.encode_request(version, [self._key])
+
+    def on_answer(self, response):
+        try:
+            state = describe_transactions.state_of(response, self._key)
+        except KeyError as e:
+            self.fail(errors.KafkaProtocolError("DescribeTransactions: %s" % (e,)))
+            return
+        if state.error_code == 0:
+            self.result.value = state
+            self.result.done()
+            return
+        error = self.error_for(state.error_code, "DescribeTransactions %r" % (self._key,))
+        if isinstance(error, errors.TransactionalIdNotFoundError):
+            self.result.done()  # value None: the coordinator does not know the id
+        elif isinstance(error, _LOOKUP):
+            self.txn.lookup_coordinator(self.coordinator, self._key)
+            self.txn.retry(self)
+        elif isinstance(error, _RETRY):
+            self.txn.retry(self)
+        else:
+            self.fail(error)
+
+    def unsupported(self, error):
+        self.fail(error)

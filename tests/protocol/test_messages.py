@@ -371,7 +371,7 @@ def test_frame_size():
 
 
 def test_registry():
-    assert sorted(BY_KEY) == [0, 3, 10, 17, 18, 22, 24, 25, 26, 28, 36]
+    assert sorted(BY_KEY) == [0, 3, 10, 17, 18, 22, 24, 25, 26, 28, 36, 65]
     for key, m in BY_KEY.items():
         assert m.API_KEY == key and m.MIN_VERSION <= m.MAX_VERSION
         assert m.FLEXIBLE_FROM == FLEXIBLE_FROM[key]
