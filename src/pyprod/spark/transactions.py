@@ -21,10 +21,28 @@ under transactions v2 the epoch the broker expects in EndTxn, under v1 the one i
 with). A task that writes nothing opens no transaction.
 
 The driver, batch write: commit(messages) resumes each prepared transaction
-(resume_transaction) and commits it, 8 at a time. abort(messages) aborts them and fences the
-ids of the partitions whose task failed (InitProducerId aborts what their attempts left open).
-Kafka cannot commit several transactions atomically (without KIP-939): the commit is atomic
-per task, so a commit() that fails half-way leaves the tasks it committed visible, and says so.
+(resume_transaction) and commits it, 8 at a time. abort(messages) aborts them and fences every
+partition's id (InitProducerId aborts what any attempt of it left open). Kafka cannot commit
+several transactions atomically (without KIP-939): the commit is atomic per task, so a
+commit() that fails half-way leaves the tasks it committed visible, and says so.
+
+Zombie tasks (batch): an attempt still running after the driver committed or aborted (a slow
+or cut-off executor; Spark ignores its result) must not hold back read_committed readers until
+transaction_timeout_ms. Before it commits or aborts, the driver marks the run closed:
+InitProducerId on the sentinel id ``<prefix>-<run>-closed``. A task asks for that id
+(DescribeTransactions, Kafka 3.0+) after its InitProducerId, before its first record, and again
+after its flush; if it exists, the task aborts its transaction and raises JobEndedError. An
+attempt whose InitProducerId came before the driver's fences is aborted by them; one that came
+later came after the mark, so it writes nothing. Either way the LSO is held back at most until
+the driver's abort (or, if the driver died after the mark, the attempt's flush and one round
+trip), not transaction_timeout_ms. Without DescribeTransactions, or if the mark failed (logged),
+a late attempt's transaction stays open until transaction_timeout_ms, as before.
+
+Zombie tasks (streaming): no mark (it would be one more id per micro-batch). The ids are reused
+per partition, so the next micro-batch's attempt of the partition (or the restarted query's)
+fences a zombie of the previous one, and abort(messages, batchId) fences the failed partitions:
+a zombie holds the LSO back until the partition's next micro-batch that writes rows, and until
+transaction_timeout_ms if the query stops for good.
 
 The driver, streaming: commit(messages, batchId) first records its decision -- the batch id
 and every prepared transaction -- in ``<checkpointLocation>/pyprod/<batchId>.json`` (state
@@ -156,11 +174,90 @@ def _config(configs, tid):
     return dict(configs, transactional_id=tid)
 
 
+# -- zombie tasks: the run-closed sentinel (batch writes) -------------------------------------
+class JobEndedError(ExactlyOnceError):
+    """A task attempt found its write already committed or aborted by the driver (a zombie:
+    a slow or cut-off executor). It aborted its own transaction: none of its rows is visible."""
+
+
+def closed_id(txn):
+    """The batch write's sentinel transactional id: it exists once the driver has closed the
+    run (commit or abort)."""
+    return "%s-%s-closed" % (txn.prefix, txn.run_id)
+
+
+def close_run(settings, factory=None):
+    """Mark the batch write closed (InitProducerId on its sentinel id), before the driver
+    commits or aborts anything. Best effort: without it, a late zombie's transaction holds
+    back read_committed readers until transaction_timeout_ms. Whether it was marked."""
+    tid = closed_id(settings.transactions)
+    try:
+        fence(settings.configs, tid, factory)
+        return True
+    except Exception as e:  # noqa: BLE001 - the write's outcome does not depend on it
+        log.warning("pyprod.spark: could not mark the write closed (InitProducerId on %s): "
+                    "a task still running now leaves its transaction open until "
+                    "transaction_timeout_ms: %r", tid, e)
+        return False
+
+
+_no_describe = []  # logged once per process: the brokers have no DescribeTransactions
+
+
+def run_closed(settings, producer):
+    """Whether the driver has closed this task's batch write (its sentinel exists), asked with
+    DescribeTransactions through ``producer``. False for streaming, and when the brokers cannot
+    say (no DescribeTransactions before Kafka 3.0, or an error: logged)."""
+    txn = settings.transactions
+    if txn is None or txn.streaming:
+        return False
+    tid = closed_id(txn)
+    result = producer.transaction_manager.describe_transaction(tid)
+    try:
+        if not result.wait(CLOSE_TIMEOUT_S):
+            raise errors.KafkaTimeoutError("no answer in %.0f s" % CLOSE_TIMEOUT_S)
+    except errors.UnsupportedVersionError as e:
+        if not _no_describe:
+            _no_describe.append(e)
+            log.warning("pyprod.spark: the brokers have no DescribeTransactions (Kafka < 3.0): "
+                        "a task that runs on after its write ended holds back read_committed "
+                        "readers until transaction_timeout_ms (%r)", e)
+        return False
+    except errors.KafkaError as e:
+        log.warning("pyprod.spark: could not tell whether the write has ended "
+                    "(DescribeTransactions of %s): %r", tid, e)
+        return False
+    return result.value is not None
+
+
+def _end_zombie(settings, producer, tid, records):
+    """The write has ended without this attempt: abort its transaction (``records`` sent in
+    it; None: not begun) and raise JobEndedError."""
+    why = None
+    if records is not None:
+        try:
+            producer.abort_transaction()
+        except errors.KafkaError as e:  # fenced: the driver's InitProducerId aborted it
+            why = e
+    raise JobEndedError(
+        "pyprod.spark: the exactly-once write (run %s) this task belongs to was already "
+        "committed or aborted by the driver when this attempt of %s %s (a late or cut-off "
+        "attempt): %s" % (
+            settings.transactions.run_id, tid,
+            "was about to write" if records is None else "had written %d records" % records,
+            "it wrote nothing" if records is None else
+            "its records are aborted, read_committed readers never see them" if why is None
+            else "its abort failed (%r): the driver's fence or transaction_timeout_ms aborts "
+                 "them, read_committed readers never see them" % (why,))) from why
+
+
 def write(settings, sends, tid, factory=None):
     """Send every (topic, count, kwargs) of ``sends`` in a transaction of ``tid``, flush, and
     hand it over unfinished: (records, PreparedTransaction or None if nothing was sent).
     Raises the first delivery error; the transaction then stays open until the retry's
-    InitProducerId (or the driver's abort(), or transaction_timeout_ms) aborts it."""
+    InitProducerId (or the driver's abort(), or transaction_timeout_ms) aborts it. Raises
+    JobEndedError, its transaction aborted, when the driver has closed the write already (checked
+    before the first record and after the flush)."""
     factory = factory or new_producer
     producer, ok, count = None, False, 0
     try:
@@ -169,6 +266,8 @@ def write(settings, sends, tid, factory=None):
             if producer is None:
                 producer = factory(_config(settings.configs, tid))
                 producer.init_transactions()   # fences the earlier attempts of this partition
+                if run_closed(settings, producer):
+                    _end_zombie(settings, producer, tid, None)
                 producer.begin_transaction()
             pending.append(producer.send_batch(topic, **kwargs))
             count += n
@@ -178,6 +277,8 @@ def write(settings, sends, tid, factory=None):
             return 0, None
         producer.flush()
         task_writer._raise_failed(pending, block=True)
+        if run_closed(settings, producer):
+            _end_zombie(settings, producer, tid, count)
         prepared = producer.prepare_transaction()
         ok = True
         return count, prepared
@@ -242,10 +343,11 @@ def _abort_all(settings, prepared, factory, what):
 
 
 def _fence_all(settings, tids, factory):
-    done = 0
+    """InitProducerId on each of ``tids`` (best effort: a failure is logged); the ids fenced."""
+    done = []
     for tid, e in _parallel(lambda t: fence(settings.configs, t, factory), tids):
         if e is None:
-            done += 1
+            done.append(tid)
         else:
             log.warning("pyprod.spark: could not fence transactional id %s (what its failed "
                         "task left open stays so until transaction_timeout_ms): %r", tid, e)
@@ -290,6 +392,8 @@ def commit_batch(settings, messages, factory=None):
     txn = settings.transactions
     _check_scope(messages, txn.run_id, "write")
     prepared = prepared_of(messages)
+    # first: a task attempt still running finds the write ended (and aborts its own rows)
+    closed = close_run(settings, factory) if prepared else False
     failed = [(p, e) for p, e in _commit_all(settings, prepared, factory) if e is not None]
     if failed:
         gone = any(isinstance(e, _GONE) for _, e in failed)
@@ -298,19 +402,25 @@ def commit_batch(settings, messages, factory=None):
             "committed and their rows visible%s" % (
                 len(failed), len(prepared), _failures(failed), len(prepared) - len(failed),
                 ": " + _timeout_hint(settings) if gone else ""))
-    return {"transactions": len(prepared), "committed": len(prepared)}
+    return {"transactions": len(prepared), "committed": len(prepared), "run_closed": closed}
 
 
 def abort_batch(settings, messages, factory=None):
-    """abort(messages) of a batch write: abort the tasks' transactions and fence the failed
-    partitions' transactional ids (messages[i] is partition i's, None if it failed)."""
+    """abort(messages) of a batch write (messages[i] is partition i's, None if it failed):
+    mark the run closed, abort the tasks' transactions, then fence every partition's
+    transactional id: a failed partition's leftovers, and any attempt of a reported one that
+    began before the mark (a later one finds the run closed and aborts itself)."""
     txn = settings.transactions
     prepared = prepared_of(messages)
-    tids = [transactional_id(txn.prefix, txn.run_id, i)
-            for i, m in enumerate(messages) if m is None]
+    failed = {transactional_id(txn.prefix, txn.run_id, i)
+              for i, m in enumerate(messages) if m is None}
+    closed = close_run(settings, factory)
     aborted = _abort_all(settings, prepared, factory, "a task")
-    fenced = _fence_all(settings, tids, factory)
-    return {"transactions": len(prepared), "aborted": aborted, "fenced": fenced}
+    fenced = _fence_all(settings, [transactional_id(txn.prefix, txn.run_id, i)
+                                   for i in range(len(messages))], factory)
+    n_failed = sum(1 for tid in fenced if tid in failed)
+    return {"transactions": len(prepared), "aborted": aborted, "fenced": n_failed,
+            "fenced_reported": len(fenced) - n_failed, "run_closed": closed}
 
 
 # -- the driver: streaming ---------------------------------------------------------------------
@@ -450,5 +560,5 @@ def abort_stream(settings, messages, batch_id, factory=None):
     tids = [] if entry is not None else [
         transactional_id(txn.prefix, txn.query_id, i) for i, m in enumerate(messages)
         if m is None]
-    fenced = _fence_all(settings, tids, factory)
+    fenced = len(_fence_all(settings, tids, factory))
     return {"transactions": len(prepared), "aborted": aborted, "fenced": fenced}
