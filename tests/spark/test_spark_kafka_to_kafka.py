@@ -83,7 +83,8 @@ class Pipeline:
                      "--max-offsets", str(PER_BATCH), "--mark", str(self.mark)]
 
     def run(self, die=None):
-        """One run to its end (None: to the end of the input): (exit code, last stdout line)."""
+        """One run to its end (None: to the end of the input): (exit code, last output line,
+        log file, the driver's pid)."""
         self.runs += 1
         log = self.tmp / ("driver-%d.log" % self.runs)
         with open(log, "wb") as out:
@@ -99,19 +100,22 @@ class Pipeline:
                                                                     self.tail(log)))
         assert group_gone(proc.pid), "a process of the killed driver survived it"
         lines = log.read_text(errors="replace").strip().splitlines()
-        return code, (lines[-1] if lines else ""), log
+        return code, (lines[-1] if lines else ""), log, proc.pid
 
     @staticmethod
     def tail(log, n=60):
         return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
 
     def crash(self, die):
-        code, _, log = self.run(die)
+        code, _, log, pid = self.run(die)
         assert code == -signal.SIGKILL, "driver run %d (--die %s) ended with %s:\n%s" % (
             self.runs, die, code, self.tail(log))
         point, batch = die.split(":")
         crashes = self.mark.read_text().splitlines() if self.mark.exists() else []
-        assert any(c.startswith("%s %s" % (point, batch)) for c in crashes), crashes
+        here = [c for c in crashes if c.startswith("%s %s " % (point, batch))]
+        assert here, crashes
+        # a Python worker of the JVM's crashed, not the driver's Python: the JVM went too
+        assert all("(pid %d," % pid not in c for c in here), here
 
     def entry(self, batch):
         path = self.checkpoint / "pyprod" / ("%d.json" % batch)
@@ -198,7 +202,7 @@ def test_kafka_to_kafka_exactly_once_through_driver_crashes(kafka_txn, topic, tm
     assert sum(seen.values()) - seen[HALF] == rows_in(ranges, range(HALF))
 
     # 4. restarted to the end of the input
-    code, last, log = pipe.run()
+    code, last, log, _ = pipe.run()
     assert code == 0, pipe.tail(log)
     summary = json.loads(last)
     assert summary["error"] is None, summary

@@ -19,8 +19,10 @@ _DIE = os.environ.get("PYPROD_PIPELINE_DIE")
 
 
 def _crash(where):
+    with open("/proc/%d/comm" % os.getppid()) as f:
+        parent = f.read().strip()
     with open(os.environ["PYPROD_PIPELINE_MARK"], "a") as f:  # the test checks where it died
-        f.write(where + "\n")
+        f.write("%s (pid %d, parent %d %s)\n" % (where, os.getpid(), os.getppid(), parent))
         f.flush()
         os.fsync(f.fileno())
     os.killpg(int(os.environ["PYPROD_PIPELINE_PGID"]), signal.SIGKILL)
