@@ -4,8 +4,8 @@ not hold back read_committed readers (the last stable offset, LSO) until
 transaction_timeout_ms.
 
 The driver marks the run closed (InitProducerId on ``<prefix>-<run>-closed``) before it commits
-or aborts; a task asks for that id (DescribeTransactions) before its first record and after its
-flush, and aborts itself if it exists. The tasks and the driver are driven without Spark (a
+or aborts; a task asks for that id (DescribeTransactions) before its InitProducerId and after
+its flush, and aborts itself if it exists. The tasks and the driver are driven without Spark (a
 TaskContext stand-in, as Spark's workers call them) on both transaction protocols (kafka_txn:
 v1 and v2); one test runs a Spark job and plays its zombie afterwards. Each test prints how
 long the LSO stayed behind the high watermark; only generous deadlines are asserted."""
@@ -126,7 +126,7 @@ def _fenced(error):
 
 def test_a_zombie_after_the_abort_writes_nothing_and_raises(kafka_txn, topic, offsets):
     """The driver aborted the run (partition 1 failed); an attempt of partition 1 starts after:
-    it finds the run closed before its first record and raises JobEndedError."""
+    it finds the run closed before its InitProducerId and raises JobEndedError."""
     t = topic(2, cluster=kafka_txn)
     settings = _settings(kafka_txn)
     ok = _task(settings, t, 0, [_values(b"ok", 0)])
@@ -148,21 +148,28 @@ def test_a_zombie_after_the_abort_writes_nothing_and_raises(kafka_txn, topic, of
     assert len(everything) == 50 and _zombie_values(everything) == []
 
 
-def test_a_late_duplicate_after_the_commit_writes_nothing(kafka_txn, topic, offsets):
-    """The run committed; a late duplicate attempt of partition 1 then starts: nothing of it is
-    visible, and the LSO is not held back."""
+def test_a_late_duplicate_during_and_after_the_commit_writes_nothing(kafka_txn, topic,
+                                                                     offsets):
+    """A duplicate attempt of partition 1 starts once the driver has marked the run, before it
+    commits: it does not fence partition 1's prepared transaction (it asks before its
+    InitProducerId), so the commit succeeds; another starts after the commit. Nothing of them
+    is visible, and the LSO is not held back."""
     t = topic(2, cluster=kafka_txn)
     settings = _settings(kafka_txn)
     msgs = [_task(settings, t, p, [_values(b"ok", p)]) for p in (0, 1)]
+    watch = offsets(kafka_txn, t)
+    assert transactions.close_run(settings)  # commit_batch's first step
+    with pytest.raises(transactions.JobEndedError):
+        _task(settings, t, 1, [_values(b"zombie", 1)])
     assert transactions.commit_batch(settings, msgs) == {
         "transactions": 2, "committed": 2, "run_closed": True}
-    watch = offsets(kafka_txn, t)
     watch.until_stable(deadline_s=30)  # the commit markers
     before = watch.ends()
     with pytest.raises(transactions.JobEndedError):
         _task(settings, t, 1, [_values(b"zombie", 1)])
     assert watch.ends() == before
-    _report("late duplicate after the commit", kafka_txn, "wrote nothing (LSO never behind)")
+    _report("late duplicates during and after the commit", kafka_txn,
+            "wrote nothing (LSO never behind), the commit succeeded")
     got = read(kafka_txn.bootstrap_servers, t, expected_count=100, timeout=30)
     assert sorted(r.value for r in got) == sorted(_values(b"ok", 0) + _values(b"ok", 1))
     assert _zombie_values(read(kafka_txn.bootstrap_servers, t, committed=False)) == []

@@ -30,13 +30,15 @@ Zombie tasks (batch): an attempt still running after the driver committed or abo
 or cut-off executor; Spark ignores its result) must not hold back read_committed readers until
 transaction_timeout_ms. Before it commits or aborts, the driver marks the run closed:
 InitProducerId on the sentinel id ``<prefix>-<run>-closed``. A task asks for that id
-(DescribeTransactions, Kafka 3.0+) after its InitProducerId, before its first record, and again
-after its flush; if it exists, the task aborts its transaction and raises JobEndedError. An
-attempt whose InitProducerId came before the driver's fences is aborted by them; one that came
-later came after the mark, so it writes nothing. Either way the LSO is held back at most until
-the driver's abort (or, if the driver died after the mark, the attempt's flush and one round
-trip), not transaction_timeout_ms. Without DescribeTransactions, or if the mark failed (logged),
-a late attempt's transaction stays open until transaction_timeout_ms, as before.
+(DescribeTransactions, Kafka 3.0+) on its first record, before its InitProducerId (an attempt
+starting after the mark then neither writes nor fences the transactions being committed), and
+again after its flush; if it exists, the task aborts what it wrote and raises JobEndedError. An
+attempt whose InitProducerId came before the driver's fences is aborted by them; one whose
+InitProducerId came later asked after the mark, at the latest after its flush. So the LSO is
+held back at most until the driver's fences, or until the attempt's flush plus one round trip
+(the attempt raced the mark, or the driver died after it), not transaction_timeout_ms. Without
+DescribeTransactions, or if the mark failed (logged), a late attempt's transaction stays open
+until transaction_timeout_ms, as before.
 
 Zombie tasks (streaming): no mark (it would be one more id per micro-batch). The ids are reused
 per partition, so the next micro-batch's attempt of the partition (or the restarted query's)
@@ -256,8 +258,8 @@ def write(settings, sends, tid, factory=None):
     hand it over unfinished: (records, PreparedTransaction or None if nothing was sent).
     Raises the first delivery error; the transaction then stays open until the retry's
     InitProducerId (or the driver's abort(), or transaction_timeout_ms) aborts it. Raises
-    JobEndedError, its transaction aborted, when the driver has closed the write already (checked
-    before the first record and after the flush)."""
+    JobEndedError, its transaction aborted, when the driver has closed the write already
+    (asked on the first record, before InitProducerId, and after the flush)."""
     factory = factory or new_producer
     producer, ok, count = None, False, 0
     try:
@@ -265,9 +267,9 @@ def write(settings, sends, tid, factory=None):
         for topic, n, kwargs in sends:
             if producer is None:
                 producer = factory(_config(settings.configs, tid))
-                producer.init_transactions()   # fences the earlier attempts of this partition
-                if run_closed(settings, producer):
+                if run_closed(settings, producer):  # before InitProducerId: it fences nothing
                     _end_zombie(settings, producer, tid, None)
+                producer.init_transactions()   # fences the earlier attempts of this partition
                 producer.begin_transaction()
             pending.append(producer.send_batch(topic, **kwargs))
             count += n
