@@ -19,9 +19,10 @@ import hmac
 import json
 
 from pyprod import errors
-from pyprod.protocol import (add_offsets_to_txn, add_partitions_to_txn, api_versions, end_txn,
-                             find_coordinator, header, init_producer_id, metadata, produce,
-                             sasl_authenticate, sasl_handshake, txn_offset_commit)
+from pyprod.protocol import (add_offsets_to_txn, add_partitions_to_txn, api_versions,
+                             describe_transactions, end_txn, find_coordinator, header,
+                             init_producer_id, metadata, produce, sasl_authenticate,
+                             sasl_handshake, txn_offset_commit)
 from pyprod.protocol.wire import Writer
 
 from .fuzz import Target, generate, tagged_section
@@ -30,7 +31,7 @@ __all__ = ["targets", "MESSAGE_MODULES"]
 
 MESSAGE_MODULES = (api_versions, metadata, produce, init_producer_id, find_coordinator,
                    sasl_handshake, sasl_authenticate, add_partitions_to_txn, add_offsets_to_txn,
-                   end_txn, txn_offset_commit)
+                   end_txn, txn_offset_commit, describe_transactions)
 CORRELATION_ID = 7
 _STRICT = (True, False)
 
