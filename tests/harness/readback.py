@@ -17,7 +17,8 @@ from collections import defaultdict
 from typing import Iterable, NamedTuple
 
 __all__ = ["Record", "Sent", "read_all", "read_all_kafka_python", "read_all_confluent",
-           "compare", "normalize_headers", "confluent_security"]
+           "compare", "normalize_headers", "confluent_security", "end_offsets",
+           "assert_no_open_transaction"]
 
 
 class Record(NamedTuple):
@@ -293,3 +294,23 @@ def _counts(read) -> dict:
     for r in read:
         c[r.partition] += 1
     return dict(sorted(c.items()))
+
+
+def end_offsets(bootstrap: str, topic: str, committed: bool) -> dict:
+    """{partition: end offset} as kafka-python sees it: the last stable offset under
+    read_committed (held back by any open transaction), the high watermark otherwise."""
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level=(
+        "read_committed" if committed else "read_uncommitted"))
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def assert_no_open_transaction(bootstrap: str, topic: str) -> None:
+    """Every partition's last stable offset equals its high watermark."""
+    stable, high = end_offsets(bootstrap, topic, True), end_offsets(bootstrap, topic, False)
+    assert stable == high, "open transactions hold back %s: LSO %s, HWM %s" % (
+        topic, stable, high)

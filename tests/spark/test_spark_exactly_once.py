@@ -21,6 +21,7 @@ from pyprod.errors import KafkaConfigurationError
 from pyprod.spark import options, transactions
 from pyprod.spark.datasource import PyprodCommitMessage
 from tests.harness import readback
+from tests.harness.readback import end_offsets
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the UDFs, for the workers
 
@@ -33,19 +34,6 @@ def read(bootstrap, topic, committed=True, **kw):
 
 def ids(records):
     return collections.Counter(int(r.value) for r in records)
-
-
-def end_offsets(bootstrap, topic, committed):
-    """{partition: end offset}: the last stable offset under read_committed (held back by any
-    open transaction), the high watermark otherwise."""
-    from kafka import KafkaConsumer, TopicPartition
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level=(
-        "read_committed" if committed else "read_uncommitted"))
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
-    finally:
-        consumer.close()
 
 
 def prefix():

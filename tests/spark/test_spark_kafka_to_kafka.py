@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from tests.harness import readback
+from tests.harness.readback import end_offsets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "pipeline_driver.py")
@@ -48,18 +49,6 @@ def read(bootstrap, topic, committed=True, **kw):
     return readback.read_all_kafka_python(
         bootstrap, topic, isolation_level="read_committed" if committed else "read_uncommitted",
         timeout=120, **kw)
-
-
-def end_offsets(bootstrap, topic, committed):
-    """{partition: last stable offset (read_committed) or high watermark}."""
-    from kafka import KafkaConsumer, TopicPartition
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level=(
-        "read_committed" if committed else "read_uncommitted"))
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
-    finally:
-        consumer.close()
 
 
 def source_of(record):

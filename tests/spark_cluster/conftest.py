@@ -4,7 +4,6 @@ submitted with spark-submit (tests/spark_cluster/cluster_job.py) as users do. py
 is a failure, not a skip."""
 import json
 import os
-import sys
 import uuid
 
 import pytest

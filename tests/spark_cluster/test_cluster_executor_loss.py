@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tests.spark.test_spark_exactly_once import end_offsets
-from tests.spark_cluster.test_cluster_writes import counts, no_open_transaction
+from tests.harness.readback import assert_no_open_transaction, end_offsets
+from tests.spark_cluster.test_cluster_writes import counts
 
 
 def wait_for(condition, timeout, what):
@@ -38,7 +38,7 @@ def test_an_executor_killed_mid_write(spark_cluster, submit, kafka, topic, exact
     assert "Lost task" in log  # its running task was rescheduled
     if exactly_once:
         assert counts(bootstrap, t, n) == collections.Counter(range(n))
-        no_open_transaction(bootstrap, t)
+        assert_no_open_transaction(bootstrap, t)
         assert sum(end_offsets(bootstrap, t, False).values()) >= n
     else:
         got = counts(bootstrap, t, n)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.harness import readback
-from tests.spark.test_spark_exactly_once import end_offsets
+from tests.harness.readback import assert_no_open_transaction
 
 SHUTDOWN = re.compile(r"^(\d+) pyprod\.spark .*executor shutdown \((.*)\): closed (\d+) "
                       r"producers \(created (\d+), acquired (\d+), closed (\d+)", re.M)
@@ -22,10 +22,6 @@ def counts(bootstrap, topic, n, committed=True):
     for r in records:
         assert r.key == b"k%d" % (int(r.value) % 97)
     return collections.Counter(int(r.value) for r in records)
-
-
-def no_open_transaction(bootstrap, topic):
-    assert end_offsets(bootstrap, topic, True) == end_offsets(bootstrap, topic, False)
 
 
 def shutdowns(cluster, app_id):
@@ -62,7 +58,7 @@ def test_batch_exactly_once_across_executors(spark_cluster, submit, kafka, topic
     submit(bootstrap=kafka.bootstrap_servers, topic=t, rows=n, partitions=6,
            exactly_once=True).wait()
     assert counts(kafka.bootstrap_servers, t, n) == collections.Counter(range(n))
-    no_open_transaction(kafka.bootstrap_servers, t)
+    assert_no_open_transaction(kafka.bootstrap_servers, t)
 
 
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
@@ -72,4 +68,4 @@ def test_streaming_across_executors(spark_cluster, submit, kafka, topic, exactly
                     stream=True, exactly_once=exactly_once).wait()
     assert result["batches"] == files
     assert counts(kafka.bootstrap_servers, t, n) == collections.Counter(range(n))
-    no_open_transaction(kafka.bootstrap_servers, t)
+    assert_no_open_transaction(kafka.bootstrap_servers, t)
