@@ -12,17 +12,14 @@ is remembered for a day in the version's cache folder); when none resolves, Kafk
 says why, with Maven's output."""
 from __future__ import annotations
 
-import fcntl
 import glob
 import hashlib
 import os
 import re
-import shutil
-import subprocess
 import time
 import warnings
 
-from pyprod.testing.kafka_libs import STAMP, KafkaLibsUnavailable
+from pyprod.testing.kafka_libs import KafkaLibsUnavailable, maven_libs, run_maven
 
 __all__ = ["spark_kafka_jars", "pyspark_artifacts", "ARTIFACT", "FALLBACK_VERSIONS"]
 
@@ -100,61 +97,31 @@ def _jars(version):
     stamp_text = "%s %s\n" % (version, hashlib.sha256(
         (pom + ",".join(shipped)).encode()).hexdigest())
     cache = _cache_dir(version)
-    libs, stamp = os.path.join(cache, "libs"), os.path.join(cache, STAMP)
     missing = os.path.join(cache, MISSING)
+    try:
+        with open(missing) as f:
+            why = f.read()
+        if time.time() - os.path.getmtime(missing) < MISSING_TTL_S:
+            raise KafkaLibsUnavailable(why)
+    except FileNotFoundError:
+        pass
 
-    def fresh():
+    def resolve(tmp):
+        pom_path = os.path.join(cache, "pom.xml")
+        with open(pom_path, "w") as f:
+            f.write(pom)
+        # what pyspark ships stays out, whatever its version in the connector's tree
         try:
-            with open(stamp) as f:
-                return f.read() == stamp_text and os.path.isdir(libs)
-        except OSError:
-            return False
+            run_maven(["-f", pom_path, "dependency:copy-dependencies", "-DincludeScope=runtime",
+                       "-DoutputDirectory=" + tmp, "-DexcludeArtifactIds=" + ",".join(shipped)],
+                      "%s:%s" % (ARTIFACT, version))
+        except KafkaLibsUnavailable as e:
+            with open(missing, "w") as f:
+                f.write(str(e))
+            raise
 
-    def known_missing():
-        try:
-            with open(missing) as f:
-                why = f.read()
-            if time.time() - os.path.getmtime(missing) < MISSING_TTL_S:
-                raise KafkaLibsUnavailable(why)
-        except FileNotFoundError:
-            pass
-
-    if not fresh():
-        known_missing()
-        os.makedirs(cache, exist_ok=True)
-        with open(os.path.join(cache, ".lock"), "w") as lockf:
-            fcntl.flock(lockf, fcntl.LOCK_EX)  # concurrent test runs resolve once
-            if not fresh():
-                known_missing()
-                try:
-                    _resolve(version, pom, shipped, cache, libs)
-                except KafkaLibsUnavailable as e:
-                    with open(missing, "w") as f:
-                        f.write(str(e))
-                    raise
-                with open(stamp, "w") as f:
-                    f.write(stamp_text)
+    libs = maven_libs(cache, stamp_text, resolve, "%s:%s" % (ARTIFACT, version))
     jars = sorted(glob.glob(os.path.join(libs, "*.jar")))
     if not any(os.path.basename(j).startswith("spark-sql-kafka-0-10") for j in jars):
         raise KafkaLibsUnavailable("no spark-sql-kafka jar in %s: %s" % (libs, jars))
     return jars
-
-
-def _resolve(version, pom, shipped, cache, libs):
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise KafkaLibsUnavailable("no `mvn` on PATH: cannot resolve %s:%s" % (ARTIFACT, version))
-    pom_path, tmp = os.path.join(cache, "pom.xml"), libs + ".tmp"
-    with open(pom_path, "w") as f:
-        f.write(pom)
-    shutil.rmtree(tmp, ignore_errors=True)
-    # what pyspark ships stays out, whatever its version in the connector's tree
-    cmd = [mvn, "-q", "-B", "-f", pom_path, "dependency:copy-dependencies",
-           "-DincludeScope=runtime", "-DoutputDirectory=" + tmp,
-           "-DexcludeArtifactIds=" + ",".join(shipped)]
-    res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if res.returncode != 0 or not os.path.isdir(tmp):
-        raise KafkaLibsUnavailable("Maven could not resolve %s:%s (exit %d):\n%s" % (
-            ARTIFACT, version, res.returncode, (res.stdout + res.stderr)[-3000:]))
-    shutil.rmtree(libs, ignore_errors=True)
-    os.replace(tmp, libs)

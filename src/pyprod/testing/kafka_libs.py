@@ -15,7 +15,7 @@ import subprocess
 import time
 
 __all__ = ["DEFAULT_KAFKA_VERSION", "KafkaLibsUnavailable", "ensure_kafka_libs",
-           "java_command", "java_executable"]
+           "java_command", "java_executable", "maven_libs", "run_maven"]
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
 STAMP = "pyprod-libs.stamp"
@@ -46,11 +46,36 @@ def ensure_kafka_libs(version: str | None = None) -> str:
     """Resolve the Kafka jars once with Maven; return the ``libs`` folder (cached)."""
     version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
     pom = importlib.resources.files(__package__).joinpath("pom.xml")
-    pom_bytes = pom.read_bytes()
-    stamp_text = f"{version} {hashlib.sha256(pom_bytes).hexdigest()}\n"
     cache = _cache_dir(version)
-    libs = os.path.join(cache, "libs")
-    stamp = os.path.join(cache, STAMP)
+
+    def resolve(tmp: str) -> None:
+        with importlib.resources.as_file(pom) as pom_path:
+            run_maven(["-f", str(pom_path), f"-Dkafka.version={version}",
+                       "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"],
+                      f"Kafka {version}")
+        with contextlib.suppress(OSError):  # a class archive of the old jars is useless
+            os.unlink(os.path.join(cache, "kafka-server.jsa"))
+
+    return maven_libs(cache, f"{version} {hashlib.sha256(pom.read_bytes()).hexdigest()}\n",
+                      resolve, f"Kafka {version}")
+
+
+def run_maven(args: list[str], what: str) -> None:
+    """``mvn -q -B *args``; KafkaLibsUnavailable with Maven's output when it fails."""
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise KafkaLibsUnavailable(f"no `mvn` on PATH: cannot resolve {what}")
+    res = subprocess.run([mvn, "-q", "-B", *args], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise KafkaLibsUnavailable(f"Maven could not resolve {what} (exit {res.returncode}):\n"
+                                   + (res.stdout + res.stderr)[-3000:])
+
+
+def maven_libs(cache: str, stamp_text: str, resolve, what: str) -> str:
+    """``<cache>/libs``, filled once by ``resolve(tmp_dir)`` (which copies jars into the
+    folder it is given) under a file lock, and again whenever ``stamp_text`` changes."""
+    libs, stamp = os.path.join(cache, "libs"), os.path.join(cache, STAMP)
 
     def fresh() -> bool:
         try:
@@ -66,27 +91,17 @@ def ensure_kafka_libs(version: str | None = None) -> str:
         fcntl.flock(lockf, fcntl.LOCK_EX)  # concurrent test workers resolve once
         if fresh():
             return libs
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise KafkaLibsUnavailable("no `mvn` on PATH: cannot resolve the Kafka jars")
         tmp = libs + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        with importlib.resources.as_file(pom) as pom_path:
-            cmd = [mvn, "-q", "-B", "-f", str(pom_path), f"-Dkafka.version={version}",
-                   "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
-            t0 = time.monotonic()
-            res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if res.returncode != 0 or not os.path.isdir(tmp):
-            raise KafkaLibsUnavailable(
-                f"Maven could not resolve Kafka {version} (exit {res.returncode}):\n"
-                + (res.stdout + res.stderr)[-3000:])
+        t0 = time.monotonic()
+        resolve(tmp)
+        if not os.path.isdir(tmp):
+            raise KafkaLibsUnavailable(f"Maven resolved nothing for {what}")
         shutil.rmtree(libs, ignore_errors=True)
-        with contextlib.suppress(OSError):  # a class archive of the old jars is useless
-            os.unlink(os.path.join(cache, "kafka-server.jsa"))
         os.replace(tmp, libs)
         with open(stamp, "w") as f:
             f.write(stamp_text)
-        log.info("resolved Kafka %s jars into %s in %.1fs", version, libs, time.monotonic() - t0)
+        log.info("resolved %s into %s in %.1fs", what, libs, time.monotonic() - t0)
     return libs
 
 
