@@ -13,9 +13,10 @@ their peak summed RSS, and a check that the topic holds exactly --rows records.
     python bench/spark_sink.py                      # 10M rows, 3 rounds, a local broker
     python bench/spark_sink.py --rows 1000000 --rounds 2
     python bench/spark_sink.py --bootstrap-servers 127.0.0.1:9092
+    python bench/spark_sink.py --cluster 2      # a standalone cluster: bench/_spark_cluster_sink
 
-The connector (spark-sql-kafka-0-10, Scala 2.13) and what it adds come through Maven
-(bench/spark/pom.xml) into ~/.cache/pyprod/spark-kafka/ (PYPROD_SPARK_KAFKA_CACHE). Writes
+The connector (spark-sql-kafka-0-10) and what it adds come through Maven, as the tests get it
+(tests/harness/spark_kafka_jars.py, cached in ~/.cache/pyprod/). Writes
 bench/results/spark_sink.json (rows for bench/compare.py plus a "meta" entry) and .md.
 """
 from __future__ import annotations
@@ -23,27 +24,25 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import glob
-import hashlib
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import uuid
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-POM = os.path.join(HERE, "spark", "pom.xml")
 try:
     import pyprod  # noqa: F401
 except ImportError:  # a source checkout without an install
     sys.path.insert(0, os.path.join(REPO, "src"))
+if REPO not in sys.path:  # tests.harness: the connector's jars, the standalone cluster
+    sys.path.insert(1, REPO)
 
 VALUE_SIZE = 100
 PARTITIONS = 6
@@ -57,146 +56,122 @@ CONNECTOR, TOKEN = "spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10"
 
 
 # ---------------------------------------------------------------------------------------------
-# the connector's jars, through Maven
+# the connector's jars
 
-def _mvn(args, what):
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise SystemExit("no `mvn` on PATH: cannot fetch Spark's Kafka connector")
-    res = subprocess.run([mvn, "-q", "-B", *args], stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True)
-    if res.returncode != 0 and what:
-        raise SystemExit(f"Maven could not {what}:\n{(res.stdout + res.stderr)[-3000:]}")
-    return res.returncode == 0
+_JAR = re.compile(r"(?P<name>.+?)(?:_2\.1[23])?-(?P<version>\d[^-]*(?:-[A-Za-z]\w*)?)\.jar")
 
 
-def _release(version):
-    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", version)
-    return tuple(int(x) for x in m.groups()) if m else None
-
-
-def _pick_version(repo, artifact, spark_version, scala):
-    """The installed Spark's version if published, else the newest release of the same
-    major version below it, from the Maven metadata of ``artifact``."""
-    name = f"{artifact}_{scala}"
-    _mvn([f"-Dmaven.repo.local={repo}", "dependency:get", "-Dtransitive=false",
-          f"-Dartifact=org.apache.spark:{name}:RELEASE:pom"], None)  # fetches the metadata
-    versions = set()
-    for path in glob.glob(os.path.join(repo, "org", "apache", "spark", name,
-                                       "maven-metadata-*.xml")):
-        with open(path) as f:
-            versions |= set(re.findall(r"<version>([^<]+)</version>", f.read()))
-    want = _release(spark_version)
-    ok = sorted((v for v in map(_release, versions)
-                 if v and want and v[0] == want[0] and v <= want), reverse=True)
-    if not ok:
-        raise SystemExit(f"no release of {name} for Spark {spark_version} (published: "
-                         f"{sorted(versions)})")
-    return ".".join(map(str, ok[0]))
-
-
-def connector_jars(spark_version, scala="2.13"):
-    """Paths of the connector's jars (resolved once, then cached) and the versions used."""
-    cache = os.path.expanduser(os.environ.get("PYPROD_SPARK_KAFKA_CACHE")
-                               or "~/.cache/pyprod/spark-kafka")
-    with open(POM, "rb") as f:
-        stamp_text = f"{spark_version} {scala} {hashlib.sha256(f.read()).hexdigest()}"
-    jars = os.path.join(cache, f"jars-{spark_version}-{scala}")
-    stamp = os.path.join(jars, "versions.json")
-    with contextlib.suppress(OSError, ValueError):
-        with open(stamp) as f:
-            info = json.load(f)
-        if info.get("stamp") == stamp_text:
-            return sorted(glob.glob(os.path.join(jars, "*.jar"))), info["versions"]
-    repo = os.path.join(cache, "repository")
-    versions = {"spark-sql-kafka-0-10": _pick_version(repo, CONNECTOR, spark_version, scala),
-                "spark-token-provider-kafka-0-10": _pick_version(repo, TOKEN, spark_version,
-                                                                 scala)}
-    poms = os.path.join(cache, "poms")
-    _mvn([f"-Dmaven.repo.local={repo}", "dependency:copy", f"-DoutputDirectory={poms}",
-          f"-Dartifact=org.apache.spark:{CONNECTOR}_{scala}:{versions[CONNECTOR]}:pom"],
-         "fetch the connector's pom")
-    with open(os.path.join(poms, f"{CONNECTOR}_{scala}-{versions[CONNECTOR]}.pom")) as f:
-        pom = f.read()
-    for group, artifact in (("org.apache.kafka", "kafka-clients"),
-                            ("org.apache.commons", "commons-pool2")):
-        m = re.search(rf"<groupId>{re.escape(group)}</groupId>\s*<artifactId>{artifact}"
-                      r"</artifactId>\s*<version>([^<$]+)</version>", pom)
-        if not m:
-            raise SystemExit(f"the connector's pom names no {artifact} version")
-        versions[artifact] = m.group(1)
-    tmp = jars + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    _mvn(["-f", POM, f"-Dmaven.repo.local={repo}", f"-Dscala.binary.version={scala}",
-          f"-Dconnector.version={versions[CONNECTOR]}",
-          f"-Dtoken.provider.version={versions[TOKEN]}",
-          f"-Dkafka.clients.version={versions['kafka-clients']}",
-          f"-Dcommons.pool2.version={versions['commons-pool2']}",
-          "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"],
-         "resolve the connector's jars")
-    with open(os.path.join(tmp, "versions.json"), "w") as f:
-        json.dump({"stamp": stamp_text, "versions": versions}, f)
-    shutil.rmtree(jars, ignore_errors=True)
-    os.replace(tmp, jars)
-    return sorted(glob.glob(os.path.join(jars, "*.jar"))), versions
+def connector_jars():
+    """The jars of Spark's Kafka connector (tests/harness/spark_kafka_jars: Maven, cached) and
+    {artifact: version} read from their names; a fallback version is said in the notes."""
+    from tests.harness.spark_kafka_jars import spark_kafka_jars
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jars = spark_kafka_jars()
+    versions = {m["name"]: m["version"] for m in
+                (_JAR.fullmatch(os.path.basename(j)) for j in jars) if m}
+    for w in caught:
+        print(f"({w.message})", file=sys.stderr)
+    return jars, versions
 
 
 # ---------------------------------------------------------------------------------------------
-# CPU and memory of the Spark JVM's process tree
+# CPU and memory of process trees (/proc)
 
 _TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _stat(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # after the name: state ppid ... utime(14) stime cutime cstime ... rss(24), 1-based
-    return int(fields[1]), sum(int(x) for x in fields[11:15]), int(fields[21])
-
-
-def _tree(root):
-    """{pid: (cpu ticks incl. reaped children, rss pages)} of root and its descendants."""
-    info, children = {}, {}
+def proc_snapshot():
+    """{pid: (ppid, own CPU ticks, its reaped children's ticks, RSS pages)} of every process."""
+    out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                ppid, cpu, rss = _stat(int(entry))
-                info[int(entry)] = (cpu, rss)
-                children.setdefault(ppid, []).append(int(entry))
-    out, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in info:
-            out[pid] = info[pid]
-            todo.extend(children.get(pid, ()))
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                # after the name: state(3) ppid(4) ... utime(14) stime cutime cstime ... rss(24)
+                out[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]),
+                                   int(fields[13]) + int(fields[14]), int(fields[21]))
     return out
 
 
-class TreeMeter:
-    """CPU seconds and peak RSS (sampled every 0.2 s) of a process tree over a window."""
+def tree_usage(snapshot, roots):
+    """CPU ticks and RSS pages of ``roots`` and their descendants in a proc_snapshot():
+    own (the roots themselves), children (every descendant, and whatever the tree reaped),
+    rss_own and rss_children ({pid: pages})."""
+    kids = {}
+    for pid, (ppid, *_) in snapshot.items():
+        kids.setdefault(ppid, []).append(pid)
+    roots = [r for r in roots if r in snapshot]
+    own = sum(snapshot[r][1] for r in roots)
+    children = sum(snapshot[r][2] for r in roots)
+    rss_children, todo = {}, [k for r in roots for k in kids.get(r, ())]
+    while todo:
+        pid = todo.pop()
+        if pid in rss_children or pid in roots:
+            continue
+        _, mine, reaped, rss = snapshot[pid]
+        children += mine + reaped
+        rss_children[pid] = rss
+        todo.extend(kids.get(pid, ()))
+    return {"own": own, "children": children, "rss_own": sum(snapshot[r][3] for r in roots),
+            "rss_children": rss_children}
 
-    def __init__(self, root):
-        self.root = root
+
+def machine_ticks(stat_text=None):
+    """(busy, all) CPU ticks of the machine so far, from /proc/stat's first line."""
+    if stat_text is None:
+        with open("/proc/stat") as f:
+            stat_text = f.read()
+    v = [int(x) for x in stat_text.split("\n", 1)[0].split()[1:9]]
+    # user nice system idle iowait irq softirq steal (guest time is inside user)
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+class ProcMeter:
+    """Over a window: CPU seconds of process groups ({name: root pids}), split into the roots'
+    own and their descendants'; each group's peak RSS (sampled every ``every`` s: total, the
+    descendants' sum and the largest descendant); the machine's busy CPU seconds."""
+
+    def __init__(self, groups, every=0.2):
+        self.groups, self.every = groups, every
+
+    def _usage(self):
+        snap = proc_snapshot()
+        return {name: tree_usage(snap, roots) for name, roots in self.groups.items()}
 
     def __enter__(self):
-        self.start = sum(c for c, _ in _tree(self.root).values())
-        self.peak = 0
+        self.peak = {name: {"total": 0, "children": 0, "child_max": 0} for name in self.groups}
+        self._start, self._machine = self._usage(), machine_ticks()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         return self
 
     def _sample(self):
-        page = os.sysconf("SC_PAGE_SIZE")
         while True:
-            self.peak = max(self.peak, sum(r for _, r in _tree(self.root).values()) * page)
-            if self._stop.wait(0.2):
+            for name, u in self._usage().items():
+                kids, p = u["rss_children"].values(), self.peak[name]
+                p["total"] = max(p["total"], (u["rss_own"] + sum(kids)) * _PAGE)
+                p["children"] = max(p["children"], sum(kids) * _PAGE)
+                p["child_max"] = max([p["child_max"]] + [k * _PAGE for k in kids])
+            if self._stop.wait(self.every):
                 return
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.cpu_s = (sum(c for c, _ in _tree(self.root).values()) - self.start) / _TICK
+        end, machine = self._usage(), machine_ticks()
+        self.cpu = {name: {k: (end[name][k] - self._start[name][k]) / _TICK
+                           for k in ("own", "children")} for name in self.groups}
+        self.machine_busy_s = (machine[0] - self._machine[0]) / _TICK
+        self.machine_all_s = (machine[1] - self._machine[1]) / _TICK
+
+    def fields(self):
+        """What a run records (local mode: the Spark JVM's whole tree)."""
+        (cpu,), (peak,) = self.cpu.values(), self.peak.values()
+        return {"cpu_s": cpu["own"] + cpu["children"], "peak_rss_mb": peak["total"] / MIB}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,28 +208,67 @@ def frame(spark, rows, partitions):
         F.lpad(F.col("id").cast("string"), VALUE_SIZE, "x").cast("binary").alias("value"))
 
 
-def run_once(spark, client, df, bootstrap, topics, kafka_options, jvm_pid):
-    """One save() to a new topic; its records counted, then the topic deleted."""
-    create_topic, end_count, delete_topic = topics
-    topic = create_topic(f"spark-sink-{FORMATS[client]}-{uuid.uuid4().hex[:8]}")
+def run_once(spark, client, df, broker, kafka_options, meter):
+    """One save() to a new topic of ``broker`` (bench/_runs.Broker) timed inside ``meter()``
+    (a ProcMeter); the topic's records counted, then the topic deleted."""
+    topic = f"spark-sink-{FORMATS[client]}-{uuid.uuid4().hex[:8]}"
+    broker.create(topic, PARTITIONS)
     options = dict(SINK_OPTIONS.get(client, {}))
     if client == EOS:
         options["transactionalIdPrefix"] = topic  # a fresh id set per run
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     writer = (df.write.format(FORMATS[client]).mode("append")
-              .option("kafka.bootstrap.servers", bootstrap).option("topic", topic))
+              .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic))
     for k, v in kafka_options.items():
         writer = writer.option("kafka." + k, v)
     for k, v in options.items():
         writer = writer.option(k, v)
-    with TreeMeter(jvm_pid) as meter:
+    with meter() as m:
         t0 = time.perf_counter()
         writer.save()
         wall = time.perf_counter() - t0
-    landed = end_count(topic)
-    delete_topic(topic)
-    return {"client": client, "topic": topic, "wall_s": wall, "cpu_s": meter.cpu_s,
-            "peak_rss_mb": meter.peak / MIB, "landed": landed}
+    run = {"client": client, "topic": topic, "wall_s": wall, **m.fields(),
+           "landed": broker.count(topic)}
+    if client == EOS and getattr(broker, "committed_count", None):
+        run["committed"] = broker.committed_count(topic)
+    broker.delete(topic)
+    return run
+
+
+def check_landed(run, rows, parts):
+    """Exactly ``rows`` records (exactlyOnce: read_committed, when counted; the end offsets
+    also hold one commit marker per partition per task)."""
+    markers = parts * PARTITIONS if run["client"] == EOS else 0
+    if not rows <= run["landed"] <= rows + markers or run.get("committed", rows) != rows:
+        raise SystemExit(f"{run['client']}: {run['landed']} records in {run['topic']} "
+                         f"(read_committed: {run.get('committed')}), expected {rows}")
+
+
+def timed_rounds(spark, clients, args, broker, kafka_options, meter, parts, probe=None):
+    """An untimed warm-up run of each client, then ``args.rounds`` rounds (order rotated),
+    each run checked; with ``probe`` (rows), each timed run follows a run of that size
+    (its wall time: the fixed cost of a write). The runs."""
+    runs = []
+    warm = frame(spark, args.warmup_rows or max(1, args.rows // 10), parts)
+    for client in clients:
+        r = run_once(spark, client, warm, broker, kafka_options, meter)
+        print(f"[bench] warm-up {client}: {r['wall_s']:.1f}s", file=sys.stderr, flush=True)
+    df, small = frame(spark, args.rows, parts), probe and frame(spark, probe, parts)
+    for rnd in range(args.rounds):
+        order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
+        for client in order:
+            probe_s = None
+            if probe:
+                p = run_once(spark, client, small, broker, kafka_options, meter)
+                check_landed(p, probe, parts)
+                probe_s = p["wall_s"]
+            r = run_once(spark, client, df, broker, kafka_options, meter)
+            check_landed(r, args.rows, parts)
+            r.update(round=rnd, probe_wall_s=probe_s)
+            runs.append(r)
+            print(f"[bench] round {rnd} {client}: {args.rows / r['wall_s']:,.0f} records/s, "
+                  f"{r['cpu_s']:.1f} CPU s", file=sys.stderr, flush=True)
+    return runs
 
 
 def summarize(runs, rows):
@@ -275,17 +289,34 @@ def summarize(runs, rows):
     return out
 
 
+def ratios(rows, cpu_key="cpu_s_per_m"):
+    """format("pyprod") / format("kafka") and exactlyOnce / at-least-once, records/s and CPU
+    per record (``cpu_key``), for the clients present."""
+    by, out = {r["client"]: r for r in rows}, {}
+    for name, a, b in (("ratio", PYPROD, JVM), ("eos_ratio", EOS, PYPROD),
+                       ("eos_jvm_ratio", EOS, JVM)):
+        if a in by and b in by:
+            out[name] = by[a]["records_per_s"] / by[b]["records_per_s"]
+            out[name.replace("ratio", "cpu_ratio")] = by[a][cpu_key] / by[b][cpu_key]
+    return out
+
+
+def header(meta, title):
+    """The Markdown lines naming the machine, versions and command."""
+    return [f"# {title}, {meta['date']}", "",
+            f"Machine: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores, "
+            f"{meta['machine']['os']}, Python {meta['machine']['python']}.",
+            "Versions: " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
+            f"Command: `{meta['command']}`.", ""]
+
+
 def markdown(meta, rows):
-    lines = [f"# Spark sinks, {meta['date']}", "",
-             f"Machine: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores, "
-             f"{meta['machine']['os']}, Python {meta['machine']['python']}.",
-             "Versions: " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
-             f"Command: `{meta['command']}`.", "",
-             f"Workload: {meta['workload']}. Medians of {meta['rounds']} interleaved rounds "
-             "after one untimed warm-up run of each sink. CPU and RSS: the Spark JVM and its "
-             "Python workers (the broker excluded).", "",
-             "| sink | records/s | MiB/s | CPU s / M records | peak RSS MiB | rounds (records/s) |",
-             "|---|---:|---:|---:|---:|---|"]
+    lines = header(meta, "Spark sinks") + [
+        f"Workload: {meta['workload']}. Medians of {meta['rounds']} interleaved rounds "
+        "after one untimed warm-up run of each sink. CPU and RSS: the Spark JVM and its "
+        "Python workers (the broker excluded).", "",
+        "| sink | records/s | MiB/s | CPU s / M records | peak RSS MiB | rounds (records/s) |",
+        "|---|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(f"| {r['client']} | {r['records_per_s']:,} | {r['mb_per_s']} | "
                      f"{r['cpu_s_per_m']} | {r['peak_rss_mb']} | "
@@ -304,7 +335,7 @@ def markdown(meta, rows):
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--rounds", type=int, default=3)
@@ -315,8 +346,9 @@ def main(argv=None):
                     help="where the broker started here keeps its data (disk: the temp dir)")
     ap.add_argument("--cores", type=int, default=2, help="local[N]")
     ap.add_argument("--spark-partitions", type=int, default=None,
-                    help="partitions of the DataFrame (default: --cores)")
-    ap.add_argument("--driver-memory", default="2g")
+                    help="partitions of the DataFrame (default: --cores, or the cluster's "
+                         "executor cores)")
+    ap.add_argument("--driver-memory", default="2g", help="local mode's driver (cluster: 512m)")
     ap.add_argument("--arrow-batch", type=int, default=None,
                     help="spark.sql.execution.arrow.maxRecordsPerBatch (default: Spark's)")
     ap.add_argument("--kafka-option", action="append", default=[],
@@ -325,108 +357,67 @@ def main(argv=None):
     ap.add_argument("--clients", default="pyprod,kafka",
                     help="comma-separated: pyprod (at-least-once), pyprod-eos (exactlyOnce), "
                          "kafka (Spark's own sink)")
-    ap.add_argument("--out", default=os.path.join(RESULTS, "spark_sink"))
+    ap.add_argument("--cluster", type=int, default=0, metavar="WORKERS",
+                    help="a Spark standalone cluster of WORKERS workers instead of local[N]; "
+                         "the driver is spark-submit'ed (bench/spark/cluster_run.py)")
+    ap.add_argument("--executor-cores", type=int, default=1, help="--cluster: cores per worker")
+    ap.add_argument("--worker-memory", default="1g", help="--cluster: memory per worker")
+    ap.add_argument("--executor-memory", default="512m", help="--cluster: executor heap")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="MINUTES",
+                    help="--cluster: first wait up to MINUTES (polling every 60 s) for a "
+                         "1-minute load average below 1.5")
+    ap.add_argument("--out", default=None, help="results path without extension (default "
+                    "bench/results/spark_sink, with --cluster spark_sink_cluster)")
     args = ap.parse_args(argv)
-    if args.rows <= 0 or args.rounds <= 0:
-        ap.error("--rows and --rounds must be > 0")
-    kafka_options = dict(o.split("=", 1) for o in args.kafka_option) or {"linger.ms": "5"}
+    if args.rows <= 0 or args.rounds <= 0 or args.cluster < 0 or args.executor_cores <= 0:
+        ap.error("--rows, --rounds and --executor-cores must be > 0, --cluster >= 0")
+    args.kafka_options = dict(o.split("=", 1) for o in args.kafka_option) or {"linger.ms": "5"}
     try:
-        clients = [CLIENT_NAMES[c.strip()] for c in args.clients.split(",")]
+        args.client_list = [CLIENT_NAMES[c.strip()] for c in args.clients.split(",")]
     except KeyError as e:
         ap.error(f"unknown client {e}; known: {', '.join(CLIENT_NAMES)}")
+    args.out = args.out or os.path.join(
+        RESULTS, "spark_sink_cluster" if args.cluster else "spark_sink")
+    return args
 
-    import pyspark
-    jars, connector = connector_jars(pyspark.__version__)
-    cluster = None
-    if args.bootstrap_servers:
-        bootstrap = args.bootstrap_servers
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": bootstrap})
 
-        def create_topic(name):
-            admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
-            time.sleep(1.0)  # leaders elected
-            return name
-    else:
-        from pyprod.testing.kafka_cluster import KafkaCluster
-
-        from _runs import broker_data_on_tmpfs
-        if args.broker_data == "tmpfs":
-            broker_data_on_tmpfs()
-        cluster = KafkaCluster(nodes=1).start()
-        bootstrap = cluster.bootstrap_servers
-        admin = cluster.admin()
-
-        def create_topic(name):
-            return cluster.create_topic(name, PARTITIONS)
-
-    def delete_topic(name):
-        try:
-            admin.delete_topics([name], operation_timeout=30)[name].result(30)
-        except Exception as e:  # noqa: BLE001 - a leftover topic only costs memory
-            print(f"(could not delete {name}: {e})", file=sys.stderr)
-
-    def end_count(topic):
-        from confluent_kafka import TopicPartition
-        from confluent_kafka import Consumer
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-sink-bench"})
-        try:
-            return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                       for p in range(PARTITIONS))
-        finally:
-            c.close()
-
-    topics = (create_topic, end_count, delete_topic)
-    spark = spark_session(jars, args)
-    jvm_pid = spark.sparkContext._gateway.proc.pid
-    parts = args.spark_partitions or args.cores
-    runs = []
-    try:
-        warm = frame(spark, args.warmup_rows or max(1, args.rows // 10), parts)
-        for client in clients:
-            r = run_once(spark, client, warm, bootstrap, topics, kafka_options, jvm_pid)
-            print(f"warm-up {client}: {r['wall_s']:.1f}s", file=sys.stderr, flush=True)
-        df = frame(spark, args.rows, parts)
-        for rnd in range(args.rounds):
-            order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
-            for client in order:
-                r = run_once(spark, client, df, bootstrap, topics, kafka_options, jvm_pid)
-                # a transaction adds one commit marker per partition it wrote to
-                markers = parts * PARTITIONS if client == EOS else 0
-                if not args.rows <= r["landed"] <= args.rows + markers:
-                    raise SystemExit(f"{client}: {r['landed']} records in {r['topic']}, "
-                                     f"expected {args.rows}")
-                r["round"] = rnd
-                runs.append(r)
-                print(f"round {rnd} {client}: {args.rows / r['wall_s']:,.0f} records/s, "
-                      f"{r['cpu_s']:.1f} CPU s", file=sys.stderr, flush=True)
-    finally:
-        spark.stop()
-        if cluster is not None:
-            cluster.stop()
-
-    rows = summarize(runs, args.rows)
-    by = {r["client"]: r for r in rows}
-    meta = meta_info(args, argv, connector, kafka_options, parts)
-    if PYPROD in by and JVM in by:
-        meta["ratio"] = by[PYPROD]["records_per_s"] / by[JVM]["records_per_s"]
-        meta["cpu_ratio"] = by[PYPROD]["cpu_s_per_m"] / by[JVM]["cpu_s_per_m"]
-    if EOS in by and PYPROD in by:
-        meta["eos_ratio"] = by[EOS]["records_per_s"] / by[PYPROD]["records_per_s"]
-        meta["eos_cpu_ratio"] = by[EOS]["cpu_s_per_m"] / by[PYPROD]["cpu_s_per_m"]
-    if EOS in by and JVM in by:
-        meta["eos_jvm_ratio"] = by[EOS]["records_per_s"] / by[JVM]["records_per_s"]
+def write_results(args, rows, meta, runs, text):
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump(rows + [{"meta": meta, "runs": runs}], f, indent=2)
-    text = markdown(meta, rows)
     with open(args.out + ".md", "w") as f:
         f.write(text)
     print(text)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.cluster:
+        from _spark_cluster_sink import run_cluster
+        return run_cluster(args, argv)
+    from _runs import Broker, broker_data_on_tmpfs
+    jars, connector = connector_jars()
+    if args.broker_data == "tmpfs" and not args.bootstrap_servers:
+        broker_data_on_tmpfs()
+    parts = args.spark_partitions or args.cores
+    with Broker(args.bootstrap_servers) as broker:
+        spark = spark_session(jars, args)
+        jvm_pid = spark.sparkContext._gateway.proc.pid
+        try:
+            runs = timed_rounds(spark, args.client_list, args, broker, args.kafka_options,
+                                lambda: ProcMeter({"spark": [jvm_pid]}), parts)
+        finally:
+            spark.stop()
+    rows = summarize(runs, args.rows)
+    meta = meta_info(args, argv, connector, parts,
+                     f"Spark local[{args.cores}], {parts} DataFrame partitions, driver memory "
+                     f"{args.driver_memory}")
+    meta.update(ratios(rows))
+    write_results(args, rows, meta, runs, markdown(meta, rows))
     return 0
 
 
-def meta_info(args, argv, connector, kafka_options, parts):
+def meta_info(args, argv, connector, parts, setup):
     import pyspark
     from compare import machine_info, versions
     v = versions(())
@@ -434,13 +425,12 @@ def meta_info(args, argv, connector, kafka_options, parts):
         v["pyprod"] = re.sub(r"\(git [^,]*,|\(,", f"(git {os.environ['PYPROD_GIT_COMMIT']},",
                              v["pyprod"])
     v["pyspark"] = pyspark.__version__
-    v["spark-sql-kafka-0-10"] = connector[CONNECTOR] + (
-        "" if connector[CONNECTOR] == pyspark.__version__
-        else f" (newest published release <= {pyspark.__version__})")
-    v.update({k: connector[k] for k in (TOKEN, "kafka-clients")})
-    notes = [f"Spark local[{args.cores}], {parts} DataFrame partitions, driver memory "
-             f"{args.driver_memory}; producer options for both sinks: "
-             + ", ".join(f"{k}={val}" for k, val in kafka_options.items()) + "."]
+    v[CONNECTOR] = connector.get(CONNECTOR, "?") + (
+        "" if connector.get(CONNECTOR) == pyspark.__version__
+        else f" (the tests' fallback: {pyspark.__version__} not resolvable)")
+    v.update({k: connector[k] for k in (TOKEN, "kafka-clients") if k in connector})
+    notes = [f"{setup}; producer options for both sinks: "
+             + ", ".join(f"{k}={val}" for k, val in args.kafka_options.items()) + "."]
     if not args.bootstrap_servers:
         where = "on a tmpfs" if args.broker_data == "tmpfs" else "on disk"
         notes.append(f"One broker node, its data {where}"
@@ -450,7 +440,7 @@ def meta_info(args, argv, connector, kafka_options, parts):
     notes.append("Both sinks read the same DataFrame, generated by the JVM as it is read: that "
                  "cost is in both CPU figures. format(\"pyprod\") adds the Arrow transfer to "
                  "the Python workers; format(\"kafka\") runs Spark's own producer cache.")
-    if EOS in [CLIENT_NAMES.get(c.strip()) for c in args.clients.split(",")]:
+    if EOS in args.client_list:
         notes.append("exactlyOnce: each task writes inside its own transaction and prepares it; "
                      "the driver commits them all (EndTxn) after the tasks; save() returns "
                      "after the commit, so the commit is in the time. Its landed count allows "
