@@ -13,6 +13,7 @@ import pytest
 
 CHILD = textwrap.dedent("""
     import io, logging, os, signal, sys, time
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as PySpark's worker sets it (nohup: ignored)
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
     from pyprod.spark.producer_cache import ProducerCache
 

@@ -43,13 +43,15 @@ def test_batch_writes_share_one_producer_per_python_worker(spark_cluster, submit
     assert counts(kafka.bootstrap_servers, t, n * writes) == \
         collections.Counter({i: writes for i in range(n)})
     by_executor = shutdowns(spark_cluster, result["app_id"])
-    writers = [s for lines in by_executor.values() for s in lines if s[4]]
     assert len(by_executor) == 2 and all(by_executor.values()), by_executor
+    # a worker's last line (its SIGHUP and its socket closing can both report, racing)
+    last = {pid: line for lines in by_executor.values() for pid, *line in lines}
+    writers = [line for line in last.values() if line[3]]   # (why, now, created, acquired, closed)
     # one producer per Python worker and settings, reused by every task of that worker
-    # (three jobs), all of them closed when the executors shut down
-    assert all(created == 1 and closed == created and now == 1
-               for _, _, now, created, _, closed in writers), writers
-    assert sum(s[4] for s in writers) == partitions * writes
+    # (three jobs), closed by the time the worker left with its executor
+    assert all(created == 1 and closed == created
+               for _, _, created, _, closed in writers), by_executor
+    assert sum(w[3] for w in writers) == partitions * writes
     assert len(writers) < partitions * writes
 
 

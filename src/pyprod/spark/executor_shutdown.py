@@ -43,7 +43,8 @@ def close_on_shutdown(cache):
     """Install the SIGHUP watcher for ``cache`` in this process (once; main thread only)."""
     global _installed_pid
     if _installed_pid == os.getpid() or not in_pyspark_worker() \
-            or threading.current_thread() is not threading.main_thread():
+            or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGHUP) is not signal.SIG_DFL:  # SIGHUP would not kill
         return False
     _installed_pid = os.getpid()
     _wrap_worker_main(cache)
