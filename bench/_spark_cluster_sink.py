@@ -284,10 +284,15 @@ def run_cluster(args, argv):
                 load1_before=waited[0], quiet_wait_s=waited[1], load1_after=load_after,
                 driver_root_is_jvm=result["driver_root_is_jvm"])
     meta["goals"] = goals(meta)
+    runs = result["runs"]
+    meta["other_share"] = round(sum(r["other_cpu_s"] for r in runs)
+                                / sum(r["machine_all_s"] for r in runs), 3)
     meta["notes"][-1:-1] = [
         f"The 1-minute load average was {waited[0]} when the run started"
         + (f" (after waiting {waited[1]} s for < {QUIET_LOAD})" if waited[1] else "")
-        + f" and {load_after} when it ended (our own run included).",
+        + f" and {load_after} when it ended (our own run included); processes not ours took "
+        f"{meta['other_share']:.0%} of the machine's CPU over the timed writes (the table's "
+        "\"other\"; about 0 on a quiet machine).",
         "Start-up share: the wall time of the same save() of "
         f"{PROBE_ROWS:,} rows per partition, run just before each timed write (planning, "
         "scheduling, the tasks' start, flush and, for exactlyOnce, InitProducerId and the "

@@ -66,6 +66,17 @@ def test_connector_versions_from_jar_names(monkeypatch):
                         "kafka-clients": "3.9.2", "commons-pool2": "2.13.1"}
 
 
+def test_check_landed():
+    sink.check_landed({"client": sink.PYPROD, "landed": 100}, 100, parts=2)
+    sink.check_landed({"client": sink.EOS, "landed": 112, "committed": 100}, 100, parts=2)
+    sink.check_landed({"client": sink.NOOP, "landed": None}, 100, parts=2)  # writes nothing
+    for bad in ({"client": sink.PYPROD, "landed": 101}, {"client": sink.JVM, "landed": 99},
+                {"client": sink.EOS, "landed": 113},  # more than one marker per partition+task
+                {"client": sink.EOS, "landed": 112, "committed": 101}):
+        with pytest.raises(SystemExit):
+            sink.check_landed(dict(bad, topic="t"), 100, parts=2)
+
+
 def _run(client, wall, rnd, cpu=(1.0, 0.5), probe=0.1, rows=1_000_000):
     return {"client": client, "wall_s": wall, "round": rnd, "landed": rows,
             "cpu_s": sum(cpu), "executor_jvm_cpu_s": cpu[0], "executor_python_cpu_s": cpu[1],
@@ -143,23 +154,23 @@ def test_cluster_arguments(capsys):
 
 
 def test_tiny_cluster_run(kafka, tmp_path):
-    """Two workers, the three sinks, 20,000 rows, one round: every run checked (the
+    """Two workers, the three sinks and noop, 20,000 rows, one round: every run checked (the
     exactlyOnce topic read to its end with read_committed), the executors' Python workers
     seen doing format("pyprod")'s work, the files written."""
     out = str(tmp_path / "cluster")
     assert sink.main(["--cluster", "2", "--rows", "20000", "--rounds", "1",
-                      "--clients", "pyprod,pyprod-eos,kafka",
+                      "--clients", "pyprod,pyprod-eos,kafka,noop",
                       "--bootstrap-servers", kafka.bootstrap_servers, "--out", out]) == 0
     data = json.loads(open(out + ".json").read())
     meta, runs = data[-1]["meta"], data[-1]["runs"]
-    assert [r["client"] for r in data[:-1]] == [sink.PYPROD, sink.EOS, sink.JVM]
+    assert [r["client"] for r in data[:-1]] == [sink.PYPROD, sink.EOS, sink.JVM, sink.NOOP]
     assert meta["driver_root_is_jvm"] and meta["executor_cores"] == 2
-    assert all(r["landed"] >= 20000 and r["executors"] == 2 and r["probe_wall_s"] > 0
-               for r in runs)
+    assert all(r["executors"] == 2 and r["probe_wall_s"] > 0 for r in runs)
+    assert [r["landed"] for r in runs if r["client"] == sink.NOOP] == [None]
     (eos,) = [r for r in runs if r["client"] == sink.EOS]
     assert eos["committed"] == 20000
     for r in runs:
-        if r["client"] != sink.JVM:
+        if r["client"] in (sink.PYPROD, sink.EOS):
             assert r["executor_python_cpu_s"] > 0 and r["python_rss_max_mb"] > 0
         assert r["executor_jvm_cpu_s"] > 0 and r["driver_cpu_s"] > 0
         assert r["broker_cpu_s"] is None  # a broker given by address
