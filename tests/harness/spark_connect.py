@@ -92,6 +92,7 @@ class SparkConnectServer:
             "spark.python.worker.reuse": "true",
             "spark.python.worker.faulthandler.enabled": "true",
             "spark.sql.pyspark.worker.logging.enabled": "true",
+            "spark.log.level": "WARN",  # the log tail in a failure report: warnings, errors
             **self.conf,
         }
         spark_submit = os.path.join(_pyspark_home(), "bin", "spark-submit")

@@ -5,7 +5,8 @@ Each test runs with pyspark's Connect mode on (pyspark.sql.functions build Conne
 and off again after it, for the classic session of tests/spark in the same process."""
 import pytest
 
-from tests.harness.spark_connect import connect_mode, spark_connect, spark_connect_server  # noqa: F401
+from tests.harness.spark_connect import (  # noqa: F401  (the fixtures)
+    connect_mode, spark_connect, spark_connect_server)
 
 
 @pytest.fixture(autouse=True)

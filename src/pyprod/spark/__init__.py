@@ -20,7 +20,8 @@ FORMAT = "pyprod"
 
 
 def register(spark):
-    """Register format("pyprod") with ``spark`` (a SparkSession of Spark >= 4.0)."""
+    """Register format("pyprod") with ``spark`` (a SparkSession of Spark >= 4.0, classic or
+    Spark Connect: the server's Python workers must import pyprod too)."""
     if not hasattr(spark, "dataSource"):
         raise RuntimeError("format('pyprod') needs Spark >= 4.0 (the Python Data Source API); "
                            "with Spark 3 use pyprod.spark.publish(df, topic, ...)")
