@@ -8,9 +8,10 @@ Each timed write is measured from /proc by the driver: CPU seconds of the execut
 their Python workers (every process under them, reaped ones included), of the driver
 (spark-submit's JVM and the Python processes under it), of the broker and of the Spark master
 and workers, and the machine's busy CPU (/proc/stat): the rest of that is other load. Peak
-RSS of the executors' Python workers: their sum and the largest one. Start-up: a save() of
-PROBE_ROWS rows per partition just before each timed write; its wall time, the fixed cost of
-a write, as a share of the timed write's.
+RSS of the executors' Python workers: their sum and the largest one. Start-up: two save()s
+of PROBE_ROWS rows per partition just before each timed write; the second's wall time, the
+fixed cost of a write, as a share of the timed write's (the first may restart the Python
+workers Spark stops after 60 s idle, which the kafka and noop runs leave them).
 """
 from __future__ import annotations
 
@@ -154,7 +155,9 @@ def cluster_rows(runs, rows, cores):
         for k in ("python_rss_sum_mb", "python_rss_max_mb"):
             row[k] = round(max(r[k] for r in mine))
         probe = _med(r.get("probe_wall_s") for r in mine)
+        first = _med(r.get("probe_first_wall_s") for r in mine)
         row["probe_wall_s"] = None if probe is None else round(probe, 3)
+        row["probe_first_wall_s"] = None if first is None else round(first, 3)
         row["startup_share"] = None if probe is None else round(
             probe / _med(r["wall_s"] for r in mine), 4)
     return out
@@ -268,7 +271,7 @@ def run_cluster(args, argv):
             if args.arrow_batch:
                 conf["spark.sql.execution.arrow.maxRecordsPerBatch"] = str(args.arrow_batch)
             app = cluster.submit(DRIVER, json.dumps(cfg), conf=conf)
-            runs_left = args.rounds * len(args.client_list) * 2 + len(args.client_list)
+            runs_left = args.rounds * len(args.client_list) * 3 + len(args.client_list)
             result = _follow(app, 900 + runs_left * (30 + args.rows / 40_000))
         finally:
             cluster.stop()
@@ -294,9 +297,14 @@ def run_cluster(args, argv):
         f"{meta['other_share']:.0%} of the machine's CPU over the timed writes (the table's "
         "\"other\"; about 0 on a quiet machine).",
         "Start-up share: the wall time of the same save() of "
-        f"{PROBE_ROWS:,} rows per partition, run just before each timed write (planning, "
-        "scheduling, the tasks' start, flush and, for exactlyOnce, InitProducerId and the "
-        "commit), over the timed write's.",
+        f"{PROBE_ROWS:,} rows per partition, run twice just before each timed write, the "
+        "second (planning, scheduling, the tasks' start, flush and, for exactlyOnce, "
+        "InitProducerId and the commit), over the timed write's. The first can be slower: "
+        "Spark stops Python workers idle for 60 s (the kafka and noop runs leave them idle), "
+        "and a new one imports pyspark, pyarrow and pyprod and makes its producer (medians, "
+        "first / second: " + ", ".join(
+            f"{r['client']} {_x(r['probe_first_wall_s'])} / {_x(r['probe_wall_s'])} s"
+            for r in rows) + ").",
         "CPU from /proc over each timed save(), measured by the driver (its own sampling "
         "every 0.5 s included in the driver's figure). The executors' Python workers stay "
         "up between runs (worker reuse): format(\"kafka\") runs none, so its Python RSS is "

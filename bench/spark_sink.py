@@ -84,40 +84,36 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def proc_snapshot():
-    """{pid: (ppid, own CPU ticks, its reaped children's ticks, RSS pages)} of every process."""
+    """{pid: (ppid, own CPU ticks, RSS pages)} of every process."""
     out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 with open(f"/proc/{entry}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                # after the name: state(3) ppid(4) ... utime(14) stime cutime cstime ... rss(24)
+                # after the name: state(3) ppid(4) ... utime(14) stime(15) ... rss(24)
                 out[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]),
-                                   int(fields[13]) + int(fields[14]), int(fields[21]))
+                                   int(fields[21]))
     return out
 
 
 def tree_usage(snapshot, roots):
-    """CPU ticks and RSS pages of ``roots`` and their descendants in a proc_snapshot():
-    own (the roots themselves), children (every descendant, and whatever the tree reaped),
-    rss_own and rss_children ({pid: pages})."""
+    """``roots`` and their descendants in a proc_snapshot(): own and children ({pid: its own
+    CPU ticks}), rss_own (pages) and rss_children ({pid: pages}). Reaped children's ticks are
+    left out: pyspark's daemon ignores SIGCHLD, so a worker's ticks never reach its parent's."""
     kids = {}
     for pid, (ppid, *_) in snapshot.items():
         kids.setdefault(ppid, []).append(pid)
     roots = [r for r in roots if r in snapshot]
-    own = sum(snapshot[r][1] for r in roots)
-    children = sum(snapshot[r][2] for r in roots)
-    rss_children, todo = {}, [k for r in roots for k in kids.get(r, ())]
+    children, rss_children, todo = {}, {}, [k for r in roots for k in kids.get(r, ())]
     while todo:
         pid = todo.pop()
-        if pid in rss_children or pid in roots:
+        if pid in children or pid in roots:
             continue
-        _, mine, reaped, rss = snapshot[pid]
-        children += mine + reaped
-        rss_children[pid] = rss
+        children[pid], rss_children[pid] = snapshot[pid][1:]
         todo.extend(kids.get(pid, ()))
-    return {"own": own, "children": children, "rss_own": sum(snapshot[r][3] for r in roots),
-            "rss_children": rss_children}
+    return {"own": {r: snapshot[r][1] for r in roots}, "children": children,
+            "rss_own": sum(snapshot[r][2] for r in roots), "rss_children": rss_children}
 
 
 def machine_ticks(stat_text=None):
@@ -132,40 +128,49 @@ def machine_ticks(stat_text=None):
 
 class ProcMeter:
     """Over a window: CPU seconds of process groups ({name: root pids}), split into the roots'
-    own and their descendants'; each group's peak RSS (sampled every ``every`` s: total, the
-    descendants' sum and the largest descendant); the machine's busy CPU seconds."""
+    own and their descendants', each process counted from its ticks at the start (0 if born
+    later) to its last sample (every ``every`` s: a process that ends loses at most that);
+    each group's peak RSS (total, the descendants' sum, the largest descendant); the
+    machine's busy CPU seconds."""
 
     def __init__(self, groups, every=0.2):
         self.groups, self.every = groups, every
 
-    def _usage(self):
+    def _observe(self):
         snap = proc_snapshot()
-        return {name: tree_usage(snap, roots) for name, roots in self.groups.items()}
+        for name, roots in self.groups.items():
+            u, p = tree_usage(snap, roots), self.peak[name]
+            for role in ("own", "children"):
+                self._last[name][role].update(u[role])
+            kids = u["rss_children"].values()
+            p["total"] = max(p["total"], (u["rss_own"] + sum(kids)) * _PAGE)
+            p["children"] = max(p["children"], sum(kids) * _PAGE)
+            p["child_max"] = max([p["child_max"]] + [k * _PAGE for k in kids])
 
     def __enter__(self):
         self.peak = {name: {"total": 0, "children": 0, "child_max": 0} for name in self.groups}
-        self._start, self._machine = self._usage(), machine_ticks()
+        self._last = {name: {"own": {}, "children": {}} for name in self.groups}
+        self._observe()
+        self._first = {name: {role: dict(t) for role, t in v.items()}
+                       for name, v in self._last.items()}
+        self._machine = machine_ticks()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         return self
 
     def _sample(self):
-        while True:
-            for name, u in self._usage().items():
-                kids, p = u["rss_children"].values(), self.peak[name]
-                p["total"] = max(p["total"], (u["rss_own"] + sum(kids)) * _PAGE)
-                p["children"] = max(p["children"], sum(kids) * _PAGE)
-                p["child_max"] = max([p["child_max"]] + [k * _PAGE for k in kids])
-            if self._stop.wait(self.every):
-                return
+        while not self._stop.wait(self.every):
+            self._observe()
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        end, machine = self._usage(), machine_ticks()
-        self.cpu = {name: {k: (end[name][k] - self._start[name][k]) / _TICK
-                           for k in ("own", "children")} for name in self.groups}
+        self._observe()
+        machine = machine_ticks()
+        self.cpu = {name: {role: sum(t - self._first[name][role].get(pid, 0)
+                                     for pid, t in last.items()) / _TICK
+                           for role, last in v.items()} for name, v in self._last.items()}
         self.machine_busy_s = (machine[0] - self._machine[0]) / _TICK
         self.machine_all_s = (machine[1] - self._machine[1]) / _TICK
 
@@ -251,8 +256,9 @@ def check_landed(run, rows, parts):
 
 def timed_rounds(spark, clients, args, broker, kafka_options, meter, parts, probe=None):
     """An untimed warm-up run of each client, then ``args.rounds`` rounds (order rotated),
-    each run checked; with ``probe`` (rows), each timed run follows a run of that size
-    (its wall time: the fixed cost of a write). The runs."""
+    each run checked; with ``probe`` (rows), each timed run follows two runs of that size:
+    the first restarts any Python worker Spark stopped as idle (after 60 s), the second's
+    wall time is the fixed cost of the timed write. The runs."""
     runs = []
     warm = frame(spark, args.warmup_rows or max(1, args.rows // 10), parts)
     for client in clients:
@@ -262,14 +268,15 @@ def timed_rounds(spark, clients, args, broker, kafka_options, meter, parts, prob
     for rnd in range(args.rounds):
         order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
         for client in order:
-            probe_s = None
-            if probe:
+            probes = []
+            for _ in range(2 if probe else 0):
                 p = run_once(spark, client, small, broker, kafka_options, meter)
                 check_landed(p, probe, parts)
-                probe_s = p["wall_s"]
+                probes.append(p["wall_s"])
             r = run_once(spark, client, df, broker, kafka_options, meter)
             check_landed(r, args.rows, parts)
-            r.update(round=rnd, probe_wall_s=probe_s)
+            r.update(round=rnd, probe_wall_s=probes[-1] if probes else None,
+                     probe_first_wall_s=probes[0] if probes else None)
             runs.append(r)
             print(f"[bench] round {rnd} {client}: {args.rows / r['wall_s']:,.0f} records/s, "
                   f"{r['cpu_s']:.1f} CPU s", file=sys.stderr, flush=True)

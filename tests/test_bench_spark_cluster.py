@@ -16,26 +16,43 @@ import _spark_cluster_sink as cs  # noqa: E402
 import spark_sink as sink  # noqa: E402
 
 
-# pid: (ppid, own ticks, reaped children's ticks, rss pages)
-SNAPSHOT = {1: (0, 5, 0, 1),
-            10: (1, 100, 7, 50),     # an executor JVM (reaped a worker: 7 ticks)
-            11: (10, 20, 3, 30),     # its pyspark daemon
-            12: (11, 40, 0, 20),     # a Python worker
-            13: (11, 1, 0, 25),      # another
-            20: (1, 60, 0, 40),      # a second executor JVM, no Python yet
-            30: (1, 9, 0, 5)}        # something else
+# pid: (ppid, own CPU ticks, rss pages)
+SNAPSHOT = {1: (0, 5, 1),
+            10: (1, 100, 50),    # an executor JVM
+            11: (10, 20, 30),    # its pyspark daemon
+            12: (11, 40, 20),    # a Python worker
+            13: (11, 1, 25),     # another
+            20: (1, 60, 40),     # a second executor JVM, no Python yet
+            30: (1, 9, 5)}       # something else
 
 
 def test_tree_usage_splits_the_roots_from_their_descendants():
     u = sink.tree_usage(SNAPSHOT, [10, 20])
-    assert u["own"] == 160                      # the JVMs' own threads
-    assert u["children"] == 7 + 20 + 3 + 40 + 1  # reaped + every descendant (incl. reaped)
+    assert u["own"] == {10: 100, 20: 60}
+    assert u["children"] == {11: 20, 12: 40, 13: 1}
     assert u["rss_own"] == 90 and u["rss_children"] == {11: 30, 12: 20, 13: 25}
-    assert sink.tree_usage(SNAPSHOT, [99]) == {"own": 0, "children": 0, "rss_own": 0,
+    assert sink.tree_usage(SNAPSHOT, [99]) == {"own": {}, "children": {}, "rss_own": 0,
                                                "rss_children": {}}
     # a root that is also another root's descendant counts once, as a root
     both = sink.tree_usage(SNAPSHOT, [10, 11])
-    assert both["own"] == 120 and both["children"] == 7 + 3 + 40 + 1
+    assert both["own"] == {10: 100, 11: 20} and both["children"] == {12: 40, 13: 1}
+
+
+def test_proc_meter_counts_each_process_to_its_last_sample(monkeypatch):
+    """A worker that ends inside the window keeps the ticks it was last seen with (its parent,
+    like pyspark's daemon, may never get them); one born inside counts from 0; no negatives."""
+    snaps = iter([{10: (1, 100, 50), 11: (10, 30, 20)},                     # start
+                  {10: (1, 110, 50), 11: (10, 45, 20), 12: (10, 5, 10)},    # a sample
+                  {10: (1, 120, 50), 12: (10, 9, 12)}])                     # end: 11 gone
+    monkeypatch.setattr(sink, "proc_snapshot", lambda: next(snaps))
+    monkeypatch.setattr(sink, "machine_ticks", lambda: (0, 0))
+    meter = sink.ProcMeter({"ex": [10]}, every=3600)
+    with meter:
+        meter._observe()  # the sampler's first sample (it waits `every` first)
+    tick = sink._TICK
+    assert meter.cpu["ex"] == {"own": 20 / tick, "children": (15 + 9) / tick}
+    assert meter.peak["ex"]["children"] == 30 * sink._PAGE
+    assert meter.peak["ex"]["child_max"] == 20 * sink._PAGE
 
 
 def test_machine_ticks_from_proc_stat():
@@ -48,7 +65,7 @@ def test_machine_ticks_from_proc_stat():
 
 def test_proc_meter_counts_a_child_process():
     with sink.ProcMeter({"me": [os.getpid()]}, every=0.05) as m:
-        subprocess.run([sys.executable, "-c", "sum(range(3_000_000))"], check=True)
+        subprocess.run([sys.executable, "-c", "sum(range(30_000_000))"], check=True)
     assert m.cpu["me"]["children"] > 0 and m.cpu["me"]["own"] >= 0
     assert m.peak["me"]["total"] > 0 and m.machine_all_s >= m.machine_busy_s > 0
     f = m.fields()
@@ -83,7 +100,8 @@ def _run(client, wall, rnd, cpu=(1.0, 0.5), probe=0.1, rows=1_000_000):
             "driver_cpu_s": 0.2, "broker_cpu_s": 0.4, "daemons_cpu_s": 0.01,
             "other_cpu_s": 0.09, "machine_busy_s": 2.0, "machine_all_s": 2.0 * wall,
             "peak_rss_mb": 900.0, "python_rss_sum_mb": 300.0 + rnd,
-            "python_rss_max_mb": 120.0, "probe_wall_s": probe, "executors": 2}
+            "python_rss_max_mb": 120.0, "probe_wall_s": probe, "probe_first_wall_s": 2 * probe,
+            "executors": 2}
 
 
 def _runs():
@@ -104,6 +122,7 @@ def test_cluster_rows_medians_per_core_groups_and_shares():
     assert (j["executor_python_cpu_s_per_m"], p["driver_cpu_s_per_m"]) == (0.0, 0.2)
     assert p["broker_cpu_s_per_m"] == 0.4 and p["other_cpu_s_per_m"] == 0.09
     assert p["startup_share"] == round(0.1 / 1.25, 4) and j["startup_share"] == 0.05
+    assert (p["probe_wall_s"], p["probe_first_wall_s"]) == (0.1, 0.2)
     assert p["python_rss_sum_mb"] == 302 and p["python_rss_max_mb"] == 120
     assert p["machine_busy_share"] == 0.8  # median of 2/2, 2/4, 2/2.5
     assert p["workload"].startswith("spark cluster 2 executor cores")
@@ -165,7 +184,8 @@ def test_tiny_cluster_run(kafka, tmp_path):
     meta, runs = data[-1]["meta"], data[-1]["runs"]
     assert [r["client"] for r in data[:-1]] == [sink.PYPROD, sink.EOS, sink.JVM, sink.NOOP]
     assert meta["driver_root_is_jvm"] and meta["executor_cores"] == 2
-    assert all(r["executors"] == 2 and r["probe_wall_s"] > 0 for r in runs)
+    assert all(r["executors"] == 2 and r["probe_wall_s"] > 0 and r["probe_first_wall_s"] > 0
+               for r in runs)
     assert [r["landed"] for r in runs if r["client"] == sink.NOOP] == [None]
     (eos,) = [r for r in runs if r["client"] == sink.EOS]
     assert eos["committed"] == 20000
