@@ -136,7 +136,13 @@ static int kcore_crc32c_hw_ok(void)
 #else
 #include <cpuid.h>
 #include <nmmintrin.h>
+#if defined(__clang__) && __has_include(<crc32intrin.h>)
+/* clang 14+ has a crc32 feature of its own, which some versions (zig's, for the macOS and
+ * Windows cross builds) do not take from sse4.2 */
+#define KCORE_HW_ATTR __attribute__((target("sse4.2,crc32")))
+#else
 #define KCORE_HW_ATTR __attribute__((target("sse4.2")))
+#endif
 static int kcore_crc32c_hw_ok(void)
 {
     unsigned a, b, c, d;
