@@ -31,17 +31,11 @@
 # apt state: the machine's apt sources are not changed). A CPython already built with the same
 # tarball and flags is reused; delete its dir to rebuild.
 #
-# The source: Debian's archive carries CPython 3.14 (python3.14, in unstable and testing); its
-# .orig.tar.xz is upstream's release tarball (the release tag's source, Python-3.14.x/), used
-# as it is: none of Debian's patches. A private apt config (deb-src lines for those suites on the
-# machine's own Debian mirror) fetches the newest version the signed index lists with
-# `apt-get source --download-only`, which checks the files against the index. When the mirror's
-# pool lacks every version the index lists (a mirror that lags behind its index), the pinned
-# release below is fetched from the pool instead and checked twice: against the sha256 in its
-# .dsc, whose maintainer signature gpgv checks with debian-keyring, and against the pinned sha256.
+# The source (Debian's archive, upstream's release tarball) and the build: scripts/lib/cpython.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+. scripts/lib/cpython.sh
 say() { printf 'free-threaded: %s\n' "$*"; }
 die() { say "$*" >&2; exit 1; }
 
@@ -61,10 +55,6 @@ done
 [ "$tsan" = 1 ] && [ "$bench" = 1 ] && die "--bench measures: not under --tsan"
 stress=tests/kernels/test_threaded_send_stress.py
 thread_tests=("$stress" tests/kernels/test_gil_free_races.py)
-
-PIN_VERSION=3.14.7   # the fallback release; its sha256 as in the maintainer-signed python3.14_3.14.7-1.dsc
-PIN_SHA256=3b48dac8fb59f62eaa67ac83c1eb12bda1b7a08406dd286e252c11a66be27f81
-PIN_DSC=python3.14_3.14.7-1.dsc
 
 cache=${PYPROD_FT_CACHE:-$HOME/.cache/pyprod}
 name=cpython-3.14t; [ "$tsan" = 1 ] && name=cpython-3.14t-tsan
@@ -95,163 +85,27 @@ if [ "$tsan" = 1 ]; then
   export TSAN_OPTIONS="report_bugs=0 exitcode=0"
 fi
 
-# --- build dependencies (the machine's own suite) ---------------------------------------------
-apt_install() {
-  local missing=() p
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  command -v apt-get >/dev/null || die "missing ${missing[*]} and there is no apt-get"
-  local sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
-  say "installing ${missing[*]} with apt-get"
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-}
-
-# --- the source ----------------------------------------------------------------------------------
-debian_mirror() {   # the machine's Debian mirror, from its apt sources (deb822 or one-line)
-  [ -n "${PYPROD_FT_DEBIAN_MIRROR:-}" ] && { echo "${PYPROD_FT_DEBIAN_MIRROR%/}"; return; }
-  local f u
-  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -r "$f" ] || continue
-    u=$(grep -hoE '^[[:space:]]*(URIs:|deb(-src)?)[[:space:]]+(\[[^]]*\][[:space:]]+)?[a-z+]+://[^[:space:]]+' "$f" \
-        | grep -oE '[a-z+]+://[^[:space:]]+' | grep -E '/debian/?$' | head -1 || true)
-    [ -n "$u" ] && { echo "${u%/}"; return; }
-  done
-  die "no Debian mirror in /etc/apt (set PYPROD_FT_DEBIAN_MIRROR)"
-}
-
-fetch_source() {   # prints the path of a verified python3.14_*.orig.tar.xz
-  local ok
-  ok=$(ls -1 "$cache/src"/python3.14_*.orig.tar.xz.verified 2>/dev/null | sort -V | tail -1 || true)
-  if [ -n "$ok" ]; then echo "${ok%.verified}"; return; fi
-  apt_install apt dpkg-dev debian-keyring xz-utils curl >&2
-  local mirror apt_dir
-  mirror=$(debian_mirror)
-  apt_dir=$cache/apt
-  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/sources.list.d"
-  {
-    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror sid main"
-    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror forky main"
-  } > "$apt_dir/sources.list"
-  local opts=(-o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o "Dir::Etc::sourceparts=$apt_dir/sources.list.d"
-              -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
-              -o "APT::Sandbox::User=root")
-  say "reading Debian's source index for python3.14 (private apt state in $apt_dir)" >&2
-  apt-get -qq "${opts[@]}" update >&2 || say "apt-get update failed: trying the pinned release" >&2
-  local v versions
-  versions=$(apt-cache "${opts[@]}" showsrc python3.14 2>/dev/null | awk '/^Version:/ {print $2}' | sort -Vru || true)
-  for v in $versions; do
-    local up=${v%-*}; up=${up#*:}
-    if (cd "$cache/src" && apt-get -qq "${opts[@]}" source --download-only "python3.14=$v" >/dev/null 2>&1); then
-      touch "$cache/src/python3.14_$up.orig.tar.xz.verified"   # apt checked it against the signed index
-      say "python3.14 $v from Debian's archive (apt-get source, checked against the signed index)" >&2
-      echo "$cache/src/python3.14_$up.orig.tar.xz"; return
-    fi
-    say "python3.14 $v is in the index but not in the mirror's pool" >&2
-  done
-  say "falling back to the pinned release $PIN_VERSION" >&2
-  local pool=$mirror/pool/main/p/python3.14 tar=$cache/src/python3.14_$PIN_VERSION.orig.tar.xz
-  curl -fsS -o "$cache/src/$PIN_DSC" "$pool/$PIN_DSC" || die "cannot fetch $PIN_DSC from Debian's archive"
-  gpgv --keyring /usr/share/keyrings/debian-keyring.gpg "$cache/src/$PIN_DSC" 2>/dev/null \
-    || die "$PIN_DSC: no good maintainer signature (debian-keyring)"
-  local want
-  want=$(awk '/^Checksums-Sha256:/ {on=1; next} /^[^ ]/ {on=0} on && $3 ~ /orig\.tar\.xz$/ {print $1}' "$cache/src/$PIN_DSC")
-  [ "$want" = "$PIN_SHA256" ] || die "$PIN_DSC names sha256 $want, not the pinned $PIN_SHA256"
-  [ -s "$tar" ] || curl -fsS -o "$tar" "$pool/python3.14_$PIN_VERSION.orig.tar.xz" || die "cannot fetch the tarball"
-  echo "$PIN_SHA256  $tar" | sha256sum -c --quiet - >&2 || { rm -f "$tar"; die "sha256 mismatch: $tar"; }
-  touch "$tar.verified"
-  echo "$tar"
-}
-
 # --- CPython -----------------------------------------------------------------------------------
 python=$prefix/bin/python3.14t
-stamp=$prefix/.pyprod-build   # "<tarball> <configure flags>" of the install, then timings
-build_python() {
-  local tar want
-  tar=$(fetch_source)
-  want="$(basename "$tar") ${configure_flags[*]}"
-  if [ -x "$python" ] && [ "$(head -1 "$stamp" 2>/dev/null)" = "$want" ]; then
-    say "$name already built ($(basename "$tar")): $python"
-    return
-  fi
-  apt_install build-essential pkg-config libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev \
-    libsqlite3-dev libreadline-dev libncurses-dev libgdbm-dev uuid-dev libzstd-dev libexpat1-dev
-  local tree=$cache/build/$name t0 t1 t2
-  rm -rf "$tree" "$prefix"; mkdir -p "$tree"
-  tar xJf "$tar" -C "$tree" --strip-components=1
-  say "building $name from $(basename "$tar"): ./configure ${configure_flags[*]}; make -j$jobs (nice; logs in $tree)"
-  t0=$(date +%s)
-  (cd "$tree" && nice -n 10 ./configure "${configure_flags[@]}" > configure.log 2>&1) \
-    || { tail -30 "$tree/configure.log" >&2; die "configure failed ($tree/configure.log)"; }
-  t1=$(date +%s)
-  # Under TSan the install's byte-compilation of the whole library (3 optimisation levels) ran
-  # 20+ minutes on 2 cores: there, only the library's top level is compiled (-l); the rest is
-  # compiled on first import.
-  local install_opts=(); [ "$tsan" = 1 ] && install_opts=(COMPILEALL_OPTS="-j0 -l")
-  (cd "$tree" && nice -n 10 "${run[@]}" make -j"$jobs" > make.log 2>&1 \
-     && nice -n 10 "${run[@]}" make install "${install_opts[@]}" > install.log 2>&1) \
-    || { tail -30 "$tree/make.log" "$tree/install.log" >&2 2>/dev/null; die "make failed (logs in $tree)"; }
-  t2=$(date +%s)
-  { echo "$want"; echo "configure $((t1 - t0))s, make+install $((t2 - t1))s, jobs=$jobs, $(nproc) cores"; } > "$stamp"
-  say "built $name in $((t2 - t0))s (configure $((t1 - t0))s, make+install $((t2 - t1))s)"
-}
-build_python
+cpython_install_opts=()
+# Under TSan the install's byte-compilation of the whole library (3 optimisation levels) ran
+# 20+ minutes on 2 cores: there, only the library's top level is compiled (-l); the rest is
+# compiled on first import.
+[ "$tsan" = 1 ] && cpython_install_opts=(COMPILEALL_OPTS="-j0 -l")
+build_cpython "$name" python3.14 "${configure_flags[@]}"
 "${run[@]}" "$python" -c 'import sys, sysconfig; assert sysconfig.get_config_var("Py_GIL_DISABLED"); assert not sys._is_gil_enabled()' \
   || die "$python is not a free-threaded build"
 
 # --- the venv ------------------------------------------------------------------------------------
-# The kernel tests' needs first (a failure stops here), then every other package of
-# pyproject.toml's test extras one by one, binary wheels only (a cp314t wheel or nothing: no long
-# source builds): the table says which install. pyspark is published as a source package only:
-# that is allowed for it alone.
-core=("Cython>=3.1" "setuptools>=77" "pytest>=8" "pytest-benchmark>=4" "hypothesis>=6.100" "crc32c>=2.3"
-      "cramjam>=2.8" "kafka-python>=2.0.2" "lz4")
-mapfile -t peers < <("${run[@]}" "$python" - <<'EOF'
-import re, tomllib
-core = {"cython", "setuptools", "pytest", "pytest-benchmark", "hypothesis", "crc32c", "cramjam",
-        "kafka-python", "lz4"}
-with open("pyproject.toml", "rb") as f:
-    test = tomllib.load(f)["project"]["optional-dependencies"]["test"]
-for req in test:
-    name = re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0]
-    if name.lower() not in core:
-        print(name)
-EOF
-)
-if [ ! -x "$venv/bin/python" ]; then
-  say "creating $venv"
-  "${run[@]}" "$python" -m venv "$venv"
+# The kernel tests' needs, then which of the test extra's other packages have a cp314t wheel
+# (their newest releases; scripts/lib/cpython.sh, make_test_venv).
+if [ "$no_peers" = 1 ]; then
+  make_test_venv "$python" "$venv" none
+  say "--no-peers: the test extras' other packages are not tried (the last table, if any, follows)"
+else
+  make_test_venv "$python" "$venv" newest
 fi
 vpy=$venv/bin/python
-if [ ! -e "$venv/.pyprod-core" ]; then
-  say "installing ${core[*]}"
-  "${run[@]}" "$vpy" -m pip install -q --upgrade pip
-  "${run[@]}" "$vpy" -m pip install -q "${core[@]}"
-  : > "$venv/.pyprod-core"
-fi
-if [ "$no_peers" = 1 ]; then
-  say "--no-peers: the test extras' other packages are not tried (the last table, if any, follows)"
-elif [ "$(head -1 "$venv/.pyprod-peers" 2>/dev/null)" != "# ${peers[*]}" ]; then
-  # The newest release of each, pinned, whatever the extras' bounds (the question is only
-  # whether a cp314t wheel exists): unpinned, pip would backtrack to an old release that happens
-  # to have a pure-Python wheel and report that as a success.
-  say "trying the peers' newest releases (binary wheels only): ${peers[*]}"
-  for p in "${peers[@]}"; do
-    extra=(--only-binary :all:); [ "$p" = pyspark ] && extra+=(--no-binary pyspark)
-    latest=$("${run[@]}" "$vpy" -m pip index versions "$p" 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p')
-    spec=$p; [ -n "$latest" ] && spec="$p==$latest"
-    if "${run[@]}" "$vpy" -m pip install -q "${extra[@]}" "$spec" >"$venv/.pip-$p.log" 2>&1; then
-      printf '%-18s %-8s installs\n' "$p" "$latest"
-    else
-      printf '%-18s %-8s does not install: %s\n' "$p" "$latest" \
-        "$(grep -m1 -oE 'requirement [^ ]+|No matching distribution found for [^ ]+' "$venv/.pip-$p.log" \
-           | sed 's/^requirement /no cp314t wheel: /;s/^No matching distribution found for /no cp314t wheel: /')"
-    fi
-  done > "$venv/.pyprod-peers.body"
-  { echo "# ${peers[*]}"; cat "$venv/.pyprod-peers.body"; } > "$venv/.pyprod-peers.tmp"
-  rm -f "$venv/.pyprod-peers.body"
-  mv "$venv/.pyprod-peers.tmp" "$venv/.pyprod-peers"
-fi
 [ -e "$venv/.pyprod-peers" ] && tail -n +2 "$venv/.pyprod-peers" | sed 's/^/free-threaded:   /'
 "${run[@]}" "$vpy" -c 'import Cython, sys; print("free-threaded: venv", sys.version.split()[0], "Cython", Cython.__version__)'
 [ "$build_only" = 1 ] && exit 0
@@ -259,12 +113,7 @@ fi
 # --- kcore, a private copy -------------------------------------------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/pyprod-ft.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/src"
-cp setup.py pyproject.toml "$work/"
-: > "$work/README.md"   # pyproject.toml names it
-cp -r src/kcore "$work/src/"
-rm -rf "$work/src/kcore/__pycache__" "$work/src/kcore"/*/__pycache__ "$work/src/kcore"/*.so
-for pyx in "$work"/src/kcore/*.pyx; do rm -f "${pyx%.pyx}.c"; done   # generated, not *_impl.c
+copy_kcore "$work"
 cflags="-g"; ldflags=""
 [ "$tsan" = 1 ] && { cflags="-fsanitize=thread -g -O1"; ldflags="-fsanitize=thread"; }
 if [ "$declare_ft" = 1 ] && grep -q freethreading_compatible setup.py; then
@@ -275,7 +124,6 @@ elif [ "$declare_ft" = 1 ]; then
   cflags="$cflags -DCYTHON_FREETHREADING_COMPATIBLE=1"
   say "--declare-ft: every module declares Py_MOD_GIL_NOT_USED (an experiment: kcore is not safe yet)"
 fi
-t0=$(date +%s)
 plain=$cache/venv-3.14t/bin/python
 if [ "$tsan" = 1 ] && "$plain" -c 'import Cython' 2>/dev/null; then
   # Cythonizing under the instrumented interpreter took over 7 minutes; the generated C does not
@@ -285,12 +133,7 @@ if [ "$tsan" = 1 ] && "$plain" -c 'import Cython' 2>/dev/null; then
   (cd "$work" && nice -n 10 "$plain" setup.py -q --name >cythonize.log 2>&1) \
     || { tail -20 "$work/cythonize.log" >&2; die "cythonize failed"; }
 fi
-say "compiling kcore in $work (CFLAGS=$cflags)"
-if ! (cd "$work" && CFLAGS="$cflags" LDFLAGS="$ldflags" nice -n 10 "${run[@]}" "$vpy" setup.py -q build_ext --inplace -j "$jobs" >build.log 2>&1); then
-  tail -40 "$work/build.log" >&2
-  die "kcore build failed"
-fi
-say "kcore compiled in $(( $(date +%s) - t0 ))s"
+build_kcore "$vpy" "$work" "$cflags" "$ldflags"
 
 # --- does importing kcore turn the GIL back on? ---------------------------------------------------
 # A module without Py_mod_gil = Py_MOD_GIL_NOT_USED (Cython: freethreading_compatible=True) makes
