@@ -1,16 +1,34 @@
 """Run a function in an os.fork() child, under a hang guard, and fail with the child's traceback
-(the fork tests: tests/producer/test_fork_unit.py, tests/integration/test_fork_roundtrip.py)."""
+(the fork tests: tests/producer/test_fork_unit.py, tests/integration/test_fork_roundtrip.py).
+
+A test about fork itself is marked ``@needs_fork`` (skipped where there is no os.fork: Windows);
+a test that forks only so that a crash fails it alone calls ``run_isolated``."""
 import os
 import signal
 import time
 import traceback
 
-__all__ = ["run_forked"]
+import pytest
+
+__all__ = ["needs_fork", "run_forked", "run_isolated"]
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"),
+                                reason="needs os.fork (this platform has none: Windows)")
+
+
+def run_isolated(fn, guard=30.0):
+    """``run_forked(fn, guard)`` where there is os.fork; elsewhere fn() in this process (no
+    crash isolation nor hang guard there)."""
+    if hasattr(os, "fork"):
+        run_forked(fn, guard)
+    else:
+        fn()
 
 
 def run_forked(fn, guard=30.0):
     """Fork; the child runs fn() and leaves with os._exit (0 if fn returned). Returns once the
-    child is gone; AssertionError naming what went wrong in it (SIGALRM kills a hung child)."""
+    child is gone; AssertionError naming what went wrong in it (SIGALRM kills a hung child).
+    Its tests are marked ``needs_fork``."""
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:

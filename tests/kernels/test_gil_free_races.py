@@ -18,7 +18,7 @@ import pytest
 from pyprod import config
 from pyprod.errors import IllegalStateError, KafkaError
 from pyprod.producer import send_settings
-from tests.harness.forked import run_forked
+from tests.harness.forked import needs_fork, run_forked, run_isolated
 
 from test_batch_growth import _complete, _send, _values
 from test_record_accumulator import FakeMetadata, _drain_all, accumulator
@@ -236,6 +236,7 @@ def _hammer(pool, stop):
             pool.deallocate(buf)
 
 
+@needs_fork
 def test_a_forked_child_never_waits_on_the_pool_lock(k):
     """Fork while other threads take and give back pool memory (the pure twin's lock held by
     one of them as the first fork starts): the fork takes the pool's locks first and the child
@@ -404,7 +405,7 @@ def _raced(nth, setup, first, second, check):
         for state, result in _on_two_threads(nth, setup, first, second):
             check(state, result)
 
-    run_forked(rounds, guard=120)
+    run_isolated(rounds, guard=120)
 
 
 def _grown(k, partitions):

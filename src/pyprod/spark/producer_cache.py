@@ -94,8 +94,9 @@ class ProducerCache:
         self._generation = generation
         self._use_evictor = evictor
         self._reset()
-        ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: ref() is not None and ref()._reset())
+        if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: ref() is not None and ref()._reset())
 
     def _reset(self):
         """Forget everything (a new process): the entries belong to the parent."""

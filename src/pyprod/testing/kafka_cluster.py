@@ -28,7 +28,7 @@ import time
 import uuid
 
 from .kafka_libs import DEFAULT_KAFKA_VERSION, ensure_kafka_libs, java_executable
-from .processes import free_ports, live, spawn, stop_process, terminate
+from .processes import free_ports, live, signal_group, spawn, stop_process, terminate
 
 __all__ = ["KafkaCluster"]
 
@@ -141,7 +141,7 @@ class KafkaCluster:
         """CPU seconds so far of the node's JVM by thread name (e.g. "C2 CompilerThre", as the
         kernel truncates it); None if not running."""
         p = self._procs[self._check(i)]
-        if p is None or p.poll() is not None:
+        if p is None or p.poll() is not None or not hasattr(os, "sysconf"):  # Linux procfs
             return None
         tick, out = os.sysconf("SC_CLK_TCK"), {}
         try:
@@ -359,8 +359,7 @@ class KafkaCluster:
         procs = [p for p in self._procs if p is not None]
         for p in procs:
             if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(p.pid, signal.SIGKILL if kill else signal.SIGTERM)
+                signal_group(p, kill=kill)
         deadline = time.monotonic() + timeout
         for p in procs:
             terminate(p, max(0.1, deadline - time.monotonic()))

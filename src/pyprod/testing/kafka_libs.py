@@ -5,7 +5,6 @@ command lines that run them."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.resources
 import logging
@@ -29,9 +28,8 @@ class KafkaLibsUnavailable(RuntimeError):
 
 def java_executable() -> str:
     home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
-        return os.path.join(home, "bin", "java")
-    found = shutil.which("java")
+    found = home and shutil.which("java", path=os.path.join(home, "bin"))  # java.exe on Windows
+    found = found or shutil.which("java")
     if not found:
         raise KafkaLibsUnavailable("no `java` on PATH (Java 17+ is needed for Kafka 4.x)")
     return found
@@ -87,8 +85,7 @@ def maven_libs(cache: str, stamp_text: str, resolve, what: str) -> str:
     if fresh():
         return libs
     os.makedirs(cache, exist_ok=True)
-    with open(os.path.join(cache, ".lock"), "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)  # concurrent test workers resolve once
+    with file_lock(os.path.join(cache, ".lock")):  # concurrent test workers resolve once
         if fresh():
             return libs
         tmp = libs + ".tmp"
@@ -103,6 +100,32 @@ def maven_libs(cache: str, stamp_text: str, resolve, what: str) -> str:
             f.write(stamp_text)
         log.info("resolved %s into %s in %.1fs", what, libs, time.monotonic() - t0)
     return libs
+
+
+@contextlib.contextmanager
+def file_lock(path: str):
+    """Hold an exclusive lock on the file ``path`` (made if missing) between processes: flock
+    on POSIX, msvcrt.locking of its first byte on Windows."""
+    with open(path, "a+b") as f:
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            import msvcrt
+            while True:
+                f.seek(0)
+                try:
+                    msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)  # gives up after 10 s
+                    break
+                except OSError:
+                    continue
+            try:
+                yield
+            finally:
+                f.seek(0)
+                msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield  # closing the file lets it go
 
 
 def java_command(main_class: str, *args: str, heap: str = "256m",

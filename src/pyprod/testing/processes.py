@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 
-__all__ = ["free_ports", "live", "spawn", "stop_process", "terminate"]
+__all__ = ["free_ports", "live", "signal_group", "spawn", "stop_process", "terminate"]
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -97,9 +97,16 @@ _spawner = None
 _spawner_lock = threading.Lock()
 
 
+# Windows: no sessions, no preexec_fn, no process groups to signal (a process group there is
+# for console Ctrl events); the child is killed by its handle instead.
+_POSIX = os.name == "posix"
+_NEW_GROUP = (dict(start_new_session=True, preexec_fn=_die_with_parent) if _POSIX else
+              dict(creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)))
+
+
 def spawn(argv, *, log_path=None, env=None, cwd=None, stdin=subprocess.DEVNULL,
           stdout=None) -> subprocess.Popen:
-    """Start ``argv`` in its own session; it gets SIGKILL if this process dies.
+    """Start ``argv`` in its own session (POSIX); it gets SIGKILL if this process dies (Linux).
 
     Output (stderr always, stdout unless ``stdout`` is given, e.g. ``subprocess.PIPE``) is
     appended to ``log_path`` (default: discarded).
@@ -110,8 +117,7 @@ def spawn(argv, *, log_path=None, env=None, cwd=None, stdin=subprocess.DEVNULL,
         with open(log_path or os.devnull, "ab") as fh:
             return subprocess.Popen(
                 argv, stdin=stdin, stdout=fh if stdout is None else stdout, stderr=fh,
-                env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent,
-            )
+                env=env, cwd=cwd, **_NEW_GROUP)
     with _spawner_lock:
         if _spawner is None:
             _spawner = _Spawner()
@@ -124,15 +130,22 @@ def terminate(proc: subprocess.Popen | None, timeout: float = 15.0, *, kill: boo
         if proc is not None:
             proc.wait()
         return
-    sig = signal.SIGKILL if kill else signal.SIGTERM
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
+    signal_group(proc, kill=kill)
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        signal_group(proc, kill=True)
         proc.wait()
+
+
+def signal_group(proc: subprocess.Popen, *, kill: bool = False) -> None:
+    """SIGTERM (SIGKILL if ``kill``) the process group ``spawn`` made for ``proc``; on Windows,
+    which has neither, the process itself is terminated (TerminateProcess either way)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if _POSIX:
+            os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        else:
+            proc.kill()
 
 
 # Every running broker harness (KafkaCluster, MockCluster, TansuBroker): stopped at exit.
@@ -147,7 +160,9 @@ def _stop_all() -> None:
 
 
 def stop_process(pid: int, timeout: float = 10.0) -> None:
-    """SIGSTOP ``pid`` and wait until all its threads have stopped."""
+    """SIGSTOP ``pid`` and wait until all its threads have stopped (POSIX only)."""
+    if not hasattr(signal, "SIGSTOP"):
+        raise NotImplementedError("pausing a process needs SIGSTOP (POSIX)")
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + timeout
     while not _all_threads_stopped(pid) and time.monotonic() < deadline:
