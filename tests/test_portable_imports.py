@@ -15,11 +15,6 @@ ROOT = Path(__file__).resolve().parent.parent
 BOOT = "import sys, tests.harness.windows_like as w; w.install(missing={missing!r})\n"
 # Installed here, but not by the test step (pyproject's test-requires): not importable there.
 NOT_IN_TEST_REQUIRES = ("confluent_kafka", "pyspark", "gssapi", "cryptography", "hypothesis")
-# They assume socketpair() is AF_UNIX (a write to a closed peer fails at once, written bytes
-# are readable at once); Windows' socketpair is TCP: to be fixed in tests/kernels/test_channel.py.
-TCP_PAIR_TODO = ["test_channel.py::test_frames_are_written_whole_and_in_order_with_partial_writes",
-                 "test_channel.py::test_write_to_a_closed_peer_raises_oserror",
-                 "test_channel.py::test_direct_io_errors_wait_for_take"]
 
 
 def _windows_like(code, cwd, timeout=600, missing=()):
@@ -34,9 +29,7 @@ def test_the_wheel_test_step_passes_windows_like(tmp_path):
     """As the test-command does: tests/ copied away, then pytest -x tests/kernels there."""
     shutil.copytree(ROOT / "tests", tmp_path / "tests",
                     ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-    deselect = [f"--deselect=tests/kernels/{t}{impl}" for t in TCP_PAIR_TODO
-                for impl in ("[python]", "[c]")]
-    args = ["-x", "-q", "-rs", "-p", "no:cacheprovider", *deselect, "tests/kernels"]
+    args = ["-x", "-q", "-rs", "-p", "no:cacheprovider", "tests/kernels"]
     proc = _windows_like(f"import pytest; sys.exit(pytest.main({args!r}))", tmp_path,
                          missing=NOT_IN_TEST_REQUIRES)
     out = proc.stdout + proc.stderr
