@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pyprod import KafkaProducer
-from tests.harness.forked import run_forked
+from tests.harness.forked import needs_fork, run_forked
 from tests.harness.readback import Sent, compare, read_all_kafka_python
 
 KEYS = 3   # keys per sender
@@ -46,6 +46,7 @@ def _read_back(kafka, name, sent):
             check_timestamps=False)
 
 
+@needs_fork
 def test_fork_pool_workers_send_with_the_parents_producer(kafka, topic):
     """Workers of a fork Pool use the producer they inherit without flushing: their exit
     (multiprocessing's finalizers, not atexit) flushes it. The parent's records lingering at
@@ -86,6 +87,7 @@ def test_spawned_children_make_their_own_producer(kafka, topic, method):
     _read_back(kafka, name, sent + _records(b"child"))
 
 
+@needs_fork
 def test_os_fork_while_threads_send(kafka, topic):
     """A thread sends throughout; the child sends, send_batch()es, flushes and closes the
     inherited producer; the parent's thread and Sender never notice."""

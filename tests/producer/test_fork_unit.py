@@ -11,7 +11,9 @@ import time
 import pytest
 
 from pyprod import KafkaProducer, errors
-from tests.harness.forked import run_forked
+from tests.harness.forked import needs_fork, run_forked
+
+pytestmark = needs_fork  # every test here forks
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ sends with the inherited producer and with one of its own from the cache (which 
 there); the worker goes on with its cached producer. Everything is read back with kafka-python's
 KafkaConsumer."""
 from tests.harness import readback
+from tests.harness.forked import needs_fork
 
 KEYS, N = 3, 20
 
@@ -18,6 +19,7 @@ def _expected(tasks):
     return sent
 
 
+@needs_fork
 def test_a_task_forks_with_a_cached_producer(spark, kafka, topic):
     name = topic(3)
     bootstrap = kafka.bootstrap_servers

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from pyprod.spark.producer_cache import ProducerCache, config_key
+from tests.harness.forked import needs_fork
 
 _serial = itertools.count()
 
@@ -142,6 +143,7 @@ def test_fork_generation_change_starts_empty(clock):
         cache.release(a)  # not this process's
 
 
+@needs_fork
 def test_forked_child_never_uses_the_parents_producer(cache):
     parent = cache.acquire(CFG)
     r, w = os.pipe()

@@ -67,11 +67,12 @@ class _Files:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            fd = os.open(os.path.dirname(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            if os.name == "posix":  # the rename made durable; Windows opens no directory
+                fd = os.open(os.path.dirname(path), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             return
         self.fs.create_dir(self._path(*names[:-1]), recursive=True)
         with self.fs.open_output_stream(tmp) as f:
