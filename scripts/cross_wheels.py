@@ -95,9 +95,9 @@ def cpython(ver, cls):
     return out
 
 
-def sources(extra):
+def sources(out, extra):
     """A fresh copy of setup.py and src/kcore (without build products) to cythonize in."""
-    src = os.path.join(CACHE, "src")
+    src = os.path.join(out, "src")
     shutil.rmtree(src, ignore_errors=True)
     shutil.copytree(os.path.join(ROOT, "src", "kcore"), os.path.join(src, "src", "kcore"),
                     ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__", "pure"))
@@ -178,6 +178,8 @@ def check_branches(target, mods):
     lines = []
     for h, want in sorted(BRANCHES.items()):
         users = [m for m in mods if h in m[1]]
+        if not users and os.environ.get("KCORE_ONLY"):  # a subset (setup.py's dev option)
+            continue
         if not users:
             fail("%s: no module includes %s" % (target, h))
         have = set().union(*(m[2] for m in users))
@@ -244,9 +246,11 @@ def build(target, ver, src, zig, out, jobs):
                 fail("%s: %s imports %s, exports %s" % (target, mod, bad, exports))
             imported = {s for syms in dlls.values() for s in syms}
         else:
-            run(cc + ["-shared", "-Wl,-undefined,dynamic_lookup", "-o", mod, obj])
+            # -shared: zig cannot make a -bundle; the id is the file's name, not a build path
+            run(cc + ["-shared", "-Wl,-undefined,dynamic_lookup", "-Wl,-install_name," +
+                      os.path.basename(mod), "-o", mod, obj])
             imported, unknown = macos_check(mod, pyexports, sysexports)
-            used = run(["llvm-objdump", "--macho", "--dylibs-used", mod]).stdout.split("\n")[1:]
+            used = run(["llvm-objdump", "--macho", "--dylibs-used", mod]).stdout.split("\n")[2:]
             if [u for u in used if u.strip() and "/usr/lib/libSystem.B.dylib" not in u]:
                 fail("%s: %s loads more than libSystem: %s" % (target, mod, used))
             if unknown:
@@ -260,7 +264,7 @@ def build(target, ver, src, zig, out, jobs):
             nundef += len(imported)
         mods.append((short, headers(os.path.join(src, e["sources"][0])), imported, mod))
         os.unlink(obj)
-    proof = check_branches(target, mods)
+    proof = check_branches(target, mods) + ([msvc_branches(zig, dest)] if win else [])
     how = ("linked against python%s.lib, imports only python%s.dll/system/UCRT DLLs"
            % (nodot, nodot)) if win else \
         ("%d undefined symbols, all exported by libpython%s.dylib or libSystem%s"
@@ -270,6 +274,83 @@ def build(target, ver, src, zig, out, jobs):
     for line in proof:
         say("  %s: %s" % (target, line))
     return dest, tag, [m[3] for m in mods]
+
+
+MSVC_TU = """typedef long long Py_ssize_t;
+#include "atomic_impl.h"
+#include "crc32c_impl.h"
+int f(int *p, int64_t *q, Py_ssize_t *r) {
+    kcore_crc32c_init();
+    return kc_cas_int(p, 1, 2) + (int)kc_add_i64(q, 3) + (int)kc_load_ssize(r) +
+           (int)kcore_crc32c(0, (const uint8_t *)"x", 1);
+}
+"""
+# what clang's MSVC-mode intrin.h includes; no Windows SDK here
+MSVC_STUBS = {"string.h": "void *memcpy(void *, const void *, unsigned long long);",
+              "stdlib.h": "void *malloc(unsigned long long);\nvoid free(void *);",
+              "malloc.h": "", "setjmp.h": "typedef struct { int x; } jmp_buf[16];"}
+
+
+def msvc_branches(zig, dest):
+    """The _MSC_VER branches of atomic_impl.h and crc32c_impl.h (MinGW's clang never takes
+    them), compiled by clang for x86_64-windows-msvc with stand-in C headers: as clang-cl
+    sees them, then with __clang__ undefined, as cl.exe does (crc32c's __cpuid path)."""
+    d = os.path.join(dest, "msvc")
+    os.makedirs(d, exist_ok=True)
+    for name, text in MSVC_STUBS.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text + "\n")
+    with open(os.path.join(d, "t.c"), "w") as f:
+        f.write(MSVC_TU)
+    cmd = [zig, "cc", "-target", "x86_64-windows-msvc", "-nostdlibinc", "-isystem", d,
+           "-I" + os.path.join(ROOT, "src", "kcore"), "-O2", "-c", os.path.join(d, "t.c")]
+    for extra in ([], ["-U__clang__", "-mcrc32", "-Wno-builtin-macro-redefined"]):
+        run(cmd + extra + ["-o", os.path.join(d, "t.o")])
+        ins = instructions(os.path.join(d, "t.o"), "x86_64")
+        if not {"crc32q", "cpuid"} <= ins:
+            fail("MSVC-mode atomic_impl.h/crc32c_impl.h: no crc32q/cpuid")
+    shutil.rmtree(d)
+    return "atomic_impl.h and crc32c_impl.h's _MSC_VER branches compiled (clang, MSVC mode)"
+
+
+def pure_wheel(out):
+    """The pure wheel (PYPROD_NO_EXTENSIONS=1), built from a copy of the project's files."""
+    pkg, dist = os.path.join(out, "pkg"), os.path.join(out, "pure")
+    for d in (pkg, dist):
+        shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(os.path.join(ROOT, "src"), os.path.join(pkg, "src"), ignore=shutil.ignore_patterns(
+        "*.so", "*.pyd", "*.c", "__pycache__", "*.egg-info"))
+    for f in ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(ROOT, f), pkg)
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+         dist, pkg], env=dict(os.environ, PYPROD_NO_EXTENSIONS="1"))
+    shutil.rmtree(pkg)
+    return os.path.join(dist, os.listdir(dist)[0])
+
+
+def pack(pure, abi, plat, mods, out):
+    """The pure wheel with the modules in kcore/ and the platform's tag (`wheel pack` writes
+    the RECORD)."""
+    d = os.path.join(out, "unpacked")
+    shutil.rmtree(d, ignore_errors=True)
+    run([sys.executable, "-m", "wheel", "unpack", "-d", d, pure])
+    (top,) = os.listdir(d)
+    top = os.path.join(d, top)
+    os.unlink(os.path.join(top, "kcore", "_pure"))
+    for m in mods:
+        shutil.copy(m, os.path.join(top, "kcore"))
+    (info,) = [x for x in os.listdir(top) if x.endswith(".dist-info")]
+    whl = os.path.join(top, info, "WHEEL")
+    text = re.sub(r"Root-Is-Purelib: true", "Root-Is-Purelib: false", open(whl).read())
+    text = re.sub(r"Tag: .*", "Tag: %s-%s-%s" % (abi, abi, plat), text)
+    with open(whl, "w") as f:
+        f.write(text)
+    p = run([sys.executable, "-m", "wheel", "pack", "-d", out, top])
+    shutil.rmtree(d)
+    name = re.search(r"(pyprod-\S+\.whl)", p.stdout).group(1)
+    with zipfile.ZipFile(os.path.join(out, name)) as z:
+        n = len([x for x in z.namelist() if x.endswith((".so", ".pyd"))])
+    return "%s (%d modules, %d KiB)" % (name, n, os.path.getsize(os.path.join(out, name)) // 1024)
 
 
 def parallel(cmds, jobs, log):
@@ -304,14 +385,14 @@ def main():
     a = ap.parse_args()
     import ziglang
     zig = os.path.join(os.path.dirname(ziglang.__file__), "zig")
-    src = sources(a.extra_pyx)
     out = os.path.join(a.out, a.python)
+    src = sources(out, a.extra_pyx)
     built = [build(t, a.python, src, zig, out, max(1, min(2, os.cpu_count() or 1)))
              for t in a.target or list(TARGETS)]
     if a.wheels:
-        from cross_pack import pack
+        pure = pure_wheel(out)
         for dest, tag, mods in built:
-            say("wheel: " + pack(ROOT, a.python, tag, mods, a.out))
+            say("wheel: " + pack(pure, "cp" + a.python.replace(".", ""), tag, mods, a.out))
 
 
 if __name__ == "__main__":
