@@ -82,7 +82,9 @@ locate_python() {
   ver=${ver%t}; [ "${abi: -1}" = t ] && ft=t
   P_SUFFIX=".cpython-${abi#cp}-$arch-linux-gnu.so"; P_RUN=(); P_INC=""; P_DESC=""
   if [ "$arch" = x86_64 ]; then
-    for p in ${PYTHON:+"$(command -v "$PYTHON")"} "$PY_CACHE/cpython-$ver$ft/bin/python$ver$ft" \
+    local cached=$PY_CACHE/cpython-$ver$ft  # only a finished install (its stamp is written last)
+    [ -e "$cached/.pyprod-build" ] || cached=/nonexistent
+    for p in ${PYTHON:+"$(command -v "$PYTHON")"} "$cached/bin/python$ver$ft" \
              $([ -z "$ft" ] && command -v "python$ver" || true); do
       if [ -x "$p" ] && "$p" -c 'import sys, sysconfig; sys.exit(sys.version_info[:2] != tuple(map(int, sys.argv[1].split("."))) or bool(sysconfig.get_config_var("Py_GIL_DISABLED")) != bool(sys.argv[2]))' "$ver" "$ft" 2>/dev/null; then
         py=$p; P_DESC="$("$p" -c 'import platform; print(platform.python_version())') ($p)"; break
