@@ -119,7 +119,8 @@ build_one() {  # ABI ARCH (after locate_python): sets whl
     || { grep -m5 -E 'error' "$log"; return 1; }
   # the tools' Python named the wheel cp311: its modules are $abi's (suffix, headers)
   "$T/bin/python" -m wheel tags --python-tag "$v" --abi-tag "$abi" --remove "$raw"/*.whl > /dev/null
-  PATH="$T/bin:$PATH" "$T/bin/auditwheel" repair --plat "manylinux_2_17_$arch" -w "$out" "$raw"/*.whl \
+  # auto: the oldest tag its symbols allow (auditwheel takes only this machine's arch by name)
+  PATH="$T/bin:$PATH" "$T/bin/auditwheel" repair --plat auto -w "$out" "$raw"/*.whl \
     > "$W/repair-$abi-$arch.log" 2>&1 || { cat "$W/repair-$abi-$arch.log"; return 1; }
   whl=$(ls "$out"/pyprod-*-"$v"-"$abi"-*"$arch".whl)
   local show=$W/show-$abi-$arch.txt
