@@ -58,6 +58,10 @@ debian_root() {
 make_inc() {
   local src=$1 pyconfig=$2 ft=$3 dst=$W/include/$abi-$arch
   rm -rf "$dst"; mkdir -p "$dst"; cp -r "$src"/. "$dst"/; cp "$pyconfig" "$dst/pyconfig.h"
+  # configure.ac: --disable-gil defines Py_GIL_DISABLED, and needs mimalloc (WITH_MIMALLOC)
+  if [ -n "$ft" ] && ! grep -q '^#define WITH_MIMALLOC 1' "$dst/pyconfig.h"; then
+    P_DESC="$pyconfig has no WITH_MIMALLOC: no free-threaded build of it"; return 1
+  fi
   if [ -n "$ft" ] && ! grep -q '^#define Py_GIL_DISABLED 1' "$dst/pyconfig.h"; then
     printf '\n/* scripts/wheels.sh: free-threaded (configure --disable-gil) */\n#define Py_GIL_DISABLED 1\n' \
       >> "$dst/pyconfig.h"
@@ -73,7 +77,7 @@ native_inc() {
   if grep -q 'include <.*-linux-gnu/python' "$cfg"; then
     cfg=$(dirname "$(dirname "$inc")")/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/$(basename "$inc")/pyconfig.h
   fi
-  make_inc "$inc" "$cfg" "$ft"
+  make_inc "$inc" "$cfg" "$ft" || return 1
 }
 
 locate_python() {
@@ -95,27 +99,27 @@ locate_python() {
       if [ -z "$ft" ]; then
         py=$p/bin/python$ver; P_DESC="${JAR_VERSION[$ver]%-*} (org.bytedeco:cpython ${JAR_VERSION[$ver]})"
       else
-        make_inc "$p/include/python$ver" "$p/include/python$ver/pyconfig.h" t
+        make_inc "$p/include/python$ver" "$p/include/python$ver/pyconfig.h" t || return 1
         P_DESC="none here: headers of ${JAR_VERSION[$ver]%-*} (org.bytedeco:cpython) + Py_GIL_DISABLED"
         return 0
       fi
     fi
     [ -n "$py" ] || { P_DESC="no CPython $ver$ft here"; return 1; }
-    native_inc "$py" "$ft"; P_RUN=("$py")
+    native_inc "$py" "$ft" || return 1; P_RUN=("$py")
     return 0
   fi
   case $ver in
     3.11|3.13)
       local suite=bookworm; [ "$ver" = 3.13 ] && suite=trixie
       root=$(debian_root "$suite" "$ver") || return 1
-      make_inc "$root/usr/include/python$ver" "$root/usr/include/aarch64-linux-gnu/python$ver/pyconfig.h" "$ft"
+      make_inc "$root/usr/include/python$ver" "$root/usr/include/aarch64-linux-gnu/python$ver/pyconfig.h" "$ft" || return 1
       P_DESC="$(sed -n 's/^#define PY_VERSION *"\(.*\)"/\1/p' "$P_INC/patchlevel.h") (Debian $suite's python$ver)"
       [ -z "$ft" ] && P_RUN=(qemu-aarch64 -L "$root" "$root/usr/bin/python$ver") ;;
     *)
       [ -n "${JAR_VERSION[$ver]:-}" ] || { P_DESC="no arm64 CPython $ver here"; return 1; }
       p=$(jar_prefix "${JAR_VERSION[$ver]}" linux-arm64) || return 1
       root=$(debian_root bookworm 3.11) || return 1  # its libc, libstdc++ for qemu -L
-      make_inc "$p/include/python$ver" "$p/include/python$ver/pyconfig.h" "$ft"
+      make_inc "$p/include/python$ver" "$p/include/python$ver/pyconfig.h" "$ft" || return 1
       P_DESC="${JAR_VERSION[$ver]%-*} (org.bytedeco:cpython ${JAR_VERSION[$ver]} linux-arm64)"
       [ -z "$ft" ] && P_RUN=(qemu-aarch64 -L "$root" "$p/bin/python$ver") ;;
   esac
