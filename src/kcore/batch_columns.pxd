@@ -10,6 +10,16 @@
 # the chunks point into (bytes objects and pyarrow buffers, immutable) is kept alive by the
 # list given to read_columns (_Call.keep); every column holds exactly n records, checked by
 # read_columns, so next_record reads n records and no more.
+# Python sequences (read_columns, with the GIL or, free-threaded, an attached thread state):
+# another thread may change a list column at any time, so no list is read by index after its
+# length was taken (PyList_GET_ITEM, PySequence_Fast_ITEMS, a compiled `for x in a_list`; one
+# ran past the end of a list cleared meanwhile: IndexError, and a borrowed item could be freed).
+# A list of values or keys without a serializer is read in one pass under the list's lock
+# (_held_bytes: cython.critical_section, as PyList_AsTuple does; borrowed items only inside it,
+# and no C-API call there that can detach the thread state and so suspend the section) into a
+# tuple whose bytes the walk then points into; with a serializer, through its iterator; other
+# list columns and each header entry as one copy (list() / tuple()). The length read is
+# checked against n: ValueError if it differs.
 # nogil: next_record, free_columns.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free

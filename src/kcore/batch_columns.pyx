@@ -13,9 +13,12 @@ an Arrow column or a fixed-width numpy one. batch_send cimports read_columns (C 
 prepare_rows from here.
 Threads: see batch_columns.pxd.
 """
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
@@ -101,26 +104,48 @@ cdef int _arrow_binary(object pa, object chunk, BinChunk* out, str name) except 
     return 0
 
 
+cdef inline bint _point(PyObject* item, const uint8_t** p, Py_ssize_t* n) noexcept:
+    """p, n = an exact bytes item's data and size (NULL, -1: None); False for other items.
+    No C-API call that can let the thread state go (see _held_bytes)."""
+    if item == <PyObject*>None:
+        p[0], n[0] = NULL, -1
+    elif PyBytes_CheckExact(<object>item):
+        p[0], n[0] = <const uint8_t*>PyBytes_AS_STRING(<object>item), \
+            PyBytes_GET_SIZE(<object>item)
+    else:
+        return False
+    return True
+
+
 cdef object _held_bytes(object obj, const uint8_t** ptrs, Py_ssize_t* lens, Py_ssize_t m):
     """If obj is a list or tuple of m exact bytes / None: its items' pointers and lengths
-    (-1: None) and a list holding them (obj may change meanwhile); else None."""
+    (-1: None), and a tuple holding them; else None. A list is read in one pass under its
+    lock (free-threaded; with the GIL nothing else runs meanwhile), so another thread's change
+    is in it wholly or not at all: what tuple(list) gives the pure twin (_read_once), without
+    a second pass over the items."""
     cdef Py_ssize_t j
-    cdef list held
-    if (type(obj) is not list and type(obj) is not tuple) or len(obj) != m:
-        return None
-    held = PyList_New(m)
-    for j in range(m):
-        item = obj[j]
-        if item is None:
-            ptrs[j], lens[j] = NULL, -1
-        elif PyBytes_CheckExact(item):
-            ptrs[j] = <const uint8_t*>PyBytes_AS_STRING(item)
-            lens[j] = PyBytes_GET_SIZE(item)
-        else:
+    cdef PyObject* item
+    cdef bint ok = True
+    if type(obj) is tuple:
+        if len(<tuple>obj) != m:
             return None
-        Py_INCREF(item)
-        PyList_SET_ITEM(held, j, item)
-    return held
+        for j in range(m):
+            if not _point(PyTuple_GET_ITEM(obj, j), &ptrs[j], &lens[j]):
+                return None
+        return obj
+    if type(obj) is not list:
+        return None
+    held = PyTuple_New(m)  # made first: nothing in the section below may detach
+    with cython.critical_section(obj):
+        ok = PyList_GET_SIZE(obj) == m
+        for j in range(m if ok else 0):
+            item = PyList_GET_ITEM(obj, j)  # borrowed, safe while the list's lock is held
+            if not _point(item, &ptrs[j], &lens[j]):
+                ok = False
+                break
+            Py_INCREF(<object>item)
+            PyTuple_SET_ITEM(held, j, <object>item)  # steals the reference taken above
+    return held if ok else None
 
 
 cdef int64_t* _int_column(object pa, object arr, Py_ssize_t n, str name, bint stamps,
@@ -305,8 +330,8 @@ cdef int _binary(Columns* cols, int which, object obj, str name, object serializ
     cols.chunk_mem[which] = chunks
     ptrs = <const uint8_t**>(<char*>chunks + sizeof(BinChunk))
     lens = <Py_ssize_t*>(<char*>ptrs + max(m, 1) * sizeof(uint8_t*))
-    # Plain bytes and None in a list or tuple: pointed at in one pass, a copy of the
-    # sequence holding them; anything else goes through _binary_rows.
+    # Plain bytes and None in a list or tuple: pointed at in one pass, a tuple holding them;
+    # anything else goes through _binary_rows.
     if type(obj) is _NpColumn:  # S / U: raw bytes, as Arrow's
         rows = np_binary(obj, ptrs, lens, m, name)
     else:
@@ -345,6 +370,8 @@ cdef int _py_headers(Columns* cols, list rows) except -1:
     _alloc_headers(cols, n)
     for j in range(n):
         entry = rows[j]
+        if type(entry) is list:  # encoded and counted from one copy (another thread's
+            entry = tuple(entry)  # change is in it wholly or not at all)
         count, raw, hl = 0, 0, 0
         if entry:
             enc = encode_headers(entry, &count)

@@ -50,9 +50,18 @@ def _same_len(rows, name, n):
     return rows
 
 
+def _read_once(obj, serializer):
+    """A list column without a serializer as one tuple: a list is copied at once (with the GIL,
+    or under the list's lock without it), so another thread's change is in it wholly or not at
+    all; what is read from then on no other thread can change. Other columns as given."""
+    return tuple(obj) if serializer is None and type(obj) is list else obj
+
+
 def _binary_rows(obj, name, serializer, topic, headers, n):
     """A list of n bytes|None: Arrow binary/string arrays as raw bytes, Python items
-    serialized."""
+    serialized (a list column with a serializer read through its iterator, item by item as
+    they are serialized: a compiled loop indexing the list could run past its end once another
+    thread shortened it)."""
     if type(obj) is _NpColumn:  # S / U: raw bytes, as Arrow's
         return _np_binary_rows(obj, name)
     pa = _arrow(obj)
@@ -65,8 +74,9 @@ def _binary_rows(obj, name, serializer, topic, headers, n):
                               for s in obj.to_pylist()], name, n)
         raise TypeError("%s: a pyarrow array of type %s is not supported (binary, large_binary, "
                         "string or large_string)" % (name, t))
+    obj = _read_once(obj, serializer)
     out = []
-    for i, item in enumerate(obj):
+    for i, item in enumerate(obj if type(obj) is tuple else iter(obj)):
         if i == n:
             raise ValueError("%s changed during send_batch: more than the %d entries expected"
                              % (name, n))
@@ -155,7 +165,7 @@ def _header_rows(obj, n):
             continue
         if not isinstance(entry, (list, tuple)):
             raise TypeError("headers[%d] must be a list of (str, bytes) pairs or None" % i)
-        for pair in entry:
+        for pair in iter(entry):  # an iterator: see _binary_rows
             if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
                     and (pair[1] is None or isinstance(pair[1], _BYTES))):
                 raise TypeError("headers[%d]: expected (str, bytes|None) pairs, got %r"
