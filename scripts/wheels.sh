@@ -182,8 +182,11 @@ test_one() {  # ABI ARCH WHEEL (after locate_python): sets tested, counts, notes
     local pip=("$venv/bin/pip" install -q --only-binary :all:)
     printf '#!/bin/sh\nexec %s "$@"\n' "$venv/bin/python" > "$bindir/python"; want=$venv
   else
-    local site=$W/site-$abi-aarch64; rm -rf "$site"
-    local pip=("$T/bin/pip" install -q --target "$site" --only-binary :all: --implementation cp
+    local site=$W/site-$abi-aarch64 hostpip=$W/venv-$abi/bin/pip; rm -rf "$site"
+    # pip evaluates markers (pytest's exceptiongroup; python_version < "3.11") for the Python
+    # running it: the same version's x86_64 venv when there is one, else the tools' (3.11)
+    [ -x "$hostpip" ] || { hostpip=$T/bin/pip; [ "$v" = cp311 ] || notes+="markers as on 3.11; "; }
+    local pip=("$hostpip" install -q --target "$site" --only-binary :all: --implementation cp
                --python-version "$ver" --abi "$abi" --platform manylinux2014_aarch64
                --platform manylinux_2_28_aarch64)
     "${pip[@]}" "$whl" > "$W/site.log" 2>&1 || { tail -3 "$W/site.log"; notes="arm64 install failed"; return 1; }
