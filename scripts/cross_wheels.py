@@ -215,65 +215,80 @@ def build(target, ver, src, zig, out, jobs):
     for e in exts:
         obj = os.path.join(dest, e["name"] + ".o")
         args = ["-O2" if a == "/O2" else a for a in e["args"]]  # MSVC's /O2 for clang
-        cmd = cc + BASE_CFLAGS + (["-DMS_WIN64"] if win else []) + args + \
+        # MS_WIN64 as pyconfig.h defines it for MSVC (and for MinGW from 3.12 on)
+        cmd = cc + BASE_CFLAGS + (["-DMS_WIN64="] if win else []) + args + \
             ["-D%s=%s" % (k, v) for k, v in e["macros"]] + ["-I" + os.path.join(src, i)
                                                           for i in e["inc"]] + \
             ["-I" + inc, "-c", os.path.join(src, e["sources"][0]), "-o", obj]
         compiles.append((e, obj, cmd))
     warnings = parallel([c[2] for c in compiles], jobs, os.path.join(dest, "compile.log"))
-    if win:
-        lib = os.path.join(py, "libs", "python%s.lib" % nodot)
-        syms = set(nm("-j", lib))  # exported data has only its __imp_ pointer there
-        pydata = {x[6:] for x in syms if x.startswith("__imp_") and x[6:] not in syms}
-    else:
-        dylib = os.path.join(py, "libpython%s.dylib" % ver)
-        pyexports, sysexports = set(nm("-gUj", dylib)), libsystem_exports(zig)
-        strict = cls == os.path.basename(py)  # the dylib is of the target's arch
+    link = (windows_linker(py, nodot, cc, target) if win
+            else macos_linker(py, ver, cls, cc, zig, target))
     mods, nundef = [], 0
     for e, obj, _ in compiles:
         short = e["name"].split(".")[-1]
         mod = os.path.join(dest, short + suffix)
-        if win:
-            # data (PyExc_*, Py*_Type) by __imp_ pointers: a direct reference would need
-            # MinGW's auto-import (runtime pseudo-relocations), unlike an MSVC build
-            auto = sorted(set(nm("-uj", obj)) & pydata)
-            if auto:
-                fail("%s: %s: Python data not declared dllimport: %s" % (target, obj, auto))
-            run(cc + ["-shared", "-s", "-o", mod, obj, lib] + ["-l" + x for x in e["libs"]])
-            dlls, exports = windows_imports(mod)
-            bad = [d for d in dlls if not WIN_DLLS.match(d)]
-            if bad or "PyInit_" + short not in exports:
-                fail("%s: %s imports %s, exports %s" % (target, mod, bad, exports))
-            imported = {s for syms in dlls.values() for s in syms}
-        else:
-            # -shared: zig cannot make a -bundle; the id is the file's name, not a build path
-            run(cc + ["-shared", "-Wl,-undefined,dynamic_lookup", "-Wl,-install_name," +
-                      os.path.basename(mod), "-o", mod, obj])
-            imported, unknown = macos_check(mod, pyexports, sysexports)
-            used = run(["llvm-objdump", "--macho", "--dylibs-used", mod]).stdout.split("\n")[2:]
-            if [u for u in used if u.strip() and "/usr/lib/libSystem.B.dylib" not in u]:
-                fail("%s: %s loads more than libSystem: %s" % (target, mod, used))
-            if unknown:
-                fail("%s: %s: undefined symbols that neither libpython%s.dylib nor libSystem "
-                     "exports: %s" % (target, os.path.basename(mod), ver, " ".join(unknown)))
-            if "_PyInit_" + short not in nm("-gUj", mod):
-                fail("%s: %s does not export PyInit_%s" % (target, mod, short))
-            if strict:  # the linker's own word: no dynamic_lookup, against the real dylib
-                run(cc + ["-shared", "-o", mod + ".strict", obj, dylib])
-                os.unlink(mod + ".strict")
-            nundef += len(imported)
+        imported = link(e, obj, mod, short)
+        nundef += len(imported)
         mods.append((short, headers(os.path.join(src, e["sources"][0])), imported, mod))
         os.unlink(obj)
     proof = check_branches(target, mods) + ([msvc_branches(zig, dest)] if win else [])
     how = ("linked against python%s.lib, imports only python%s.dll/system/UCRT DLLs"
            % (nodot, nodot)) if win else \
         ("%d undefined symbols, all exported by libpython%s.dylib or libSystem%s"
-         % (nundef, ver, "; strict link against the dylib too" if strict else ""))
+         % (nundef, ver, "; strict link against the dylib too" if link.strict else ""))
     say("%s cp%s: %d modules compiled (%d compiler warnings, %s) and linked; %s%s"
         % (target, nodot, len(mods), warnings, os.path.join(dest, "compile.log"), how, note))
     for line in proof:
         say("  %s: %s" % (target, line))
     return dest, tag, [m[3] for m in mods]
+
+
+def windows_linker(py, nodot, cc, target):
+    """link(ext, obj, mod, short) for Windows: returns the symbols the module imports."""
+    lib = os.path.join(py, "libs", "python%s.lib" % nodot)
+    syms = set(nm("-j", lib))  # exported data has only its __imp_ pointer there
+    pydata = {x[6:] for x in syms if x.startswith("__imp_") and x[6:] not in syms}
+
+    def link(e, obj, mod, short):
+        # data (PyExc_*, Py*_Type) by __imp_ pointers: a direct reference would need
+        # MinGW's auto-import (runtime pseudo-relocations), unlike an MSVC build
+        auto = sorted(set(nm("-uj", obj)) & pydata)
+        if auto:
+            fail("%s: %s: Python data not declared dllimport: %s" % (target, obj, auto))
+        run(cc + ["-shared", "-s", "-o", mod, obj, lib] + ["-l" + x for x in e["libs"]])
+        dlls, exports = windows_imports(mod)
+        bad = [d for d in dlls if not WIN_DLLS.match(d)]
+        if bad or "PyInit_" + short not in exports:
+            fail("%s: %s imports %s, exports %s" % (target, mod, bad, exports))
+        return {s for syms in dlls.values() for s in syms}
+    return link
+
+
+def macos_linker(py, ver, cls, cc, zig, target):
+    """link(ext, obj, mod, short) for macOS: returns the module's undefined symbols."""
+    dylib = os.path.join(py, "libpython%s.dylib" % ver)
+    pyexports, sysexports = set(nm("-gUj", dylib)), libsystem_exports(zig)
+
+    def link(e, obj, mod, short):
+        # -shared: zig cannot make a -bundle; the id is the file's name, not a build path
+        run(cc + ["-shared", "-Wl,-undefined,dynamic_lookup", "-Wl,-install_name," +
+                  os.path.basename(mod), "-o", mod, obj])
+        imported, unknown = macos_check(mod, pyexports, sysexports)
+        used = run(["llvm-objdump", "--macho", "--dylibs-used", mod]).stdout.split("\n")[2:]
+        if [u for u in used if u.strip() and "/usr/lib/libSystem.B.dylib" not in u]:
+            fail("%s: %s loads more than libSystem: %s" % (target, mod, used))
+        if unknown:
+            fail("%s: %s: undefined symbols that neither libpython%s.dylib nor libSystem "
+                 "exports: %s" % (target, os.path.basename(mod), ver, " ".join(unknown)))
+        if "_PyInit_" + short not in nm("-gUj", mod):
+            fail("%s: %s does not export PyInit_%s" % (target, mod, short))
+        if link.strict:  # the linker's own word: no dynamic_lookup, against the real dylib
+            run(cc + ["-shared", "-o", mod + ".strict", obj, dylib])
+            os.unlink(mod + ".strict")
+        return imported
+    link.strict = cls == os.path.basename(py)  # the dylib is of the target's arch
+    return link
 
 
 MSVC_TU = """typedef long long Py_ssize_t;
@@ -318,8 +333,9 @@ def pure_wheel(out):
     pkg, dist = os.path.join(out, "pkg"), os.path.join(out, "pure")
     for d in (pkg, dist):
         shutil.rmtree(d, ignore_errors=True)
-    shutil.copytree(os.path.join(ROOT, "src"), os.path.join(pkg, "src"), ignore=shutil.ignore_patterns(
-        "*.so", "*.pyd", "*.c", "__pycache__", "*.egg-info"))
+    shutil.copytree(os.path.join(ROOT, "src"), os.path.join(pkg, "src"),
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__",
+                                                  "*.egg-info"))
     for f in ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE"):
         shutil.copy(os.path.join(ROOT, f), pkg)
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
