@@ -87,7 +87,7 @@ def _mutate(cols, stop, seed):
 
 def _sender(k, case, cols, calls, out):
     """One sender thread's accumulator, drainer and calls; out: (futures, errors, drainer)."""
-    names, serialized = CASES[case]
+    serialized = CASES[case][1]
     cfg = config.build(batch_size=512, batch_max_size=2048, linger_ms=5,
                        buffer_memory=64 * 2048, max_block_ms=DEADLINE_S * 1000,
                        value_serializer=(lambda v: v) if serialized else None)
