@@ -21,7 +21,7 @@ import pytest
 
 from pyprod import config
 from pyprod.producer import send_settings
-from tests.harness.forked import run_forked
+from tests.harness.forked import run_isolated
 
 from test_record_accumulator import FakeMetadata, accumulator
 from test_threaded_send_stress import (DEADLINE_S, FREE_THREADED, _Drainer,  # noqa: F401
@@ -166,7 +166,7 @@ def _check_log(case, log, futures):
 @pytest.mark.parametrize("case", list(CASES))
 def test_columns_changed_by_another_thread(k, case, often_switching):
     if FREE_THREADED:
-        run_forked(lambda: _in_child(k, case), guard=DEADLINE_S * 3)
+        run_isolated(lambda: _in_child(k, case), guard=DEADLINE_S * 3)
     else:
         _run(k, case)
 

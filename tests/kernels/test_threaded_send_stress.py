@@ -24,7 +24,7 @@ from kafka.record import MemoryRecords
 
 from pyprod import config
 from pyprod.producer import send_settings
-from tests.harness.forked import run_forked
+from tests.harness.forked import run_isolated
 
 from test_record_accumulator import FakeMetadata, accumulator
 
@@ -147,7 +147,7 @@ def often_switching():
 @pytest.mark.parametrize("batch_size", [512, 16384])
 def test_writers_and_a_drainer_lose_nothing(k, batch_size, often_switching):
     if FREE_THREADED:
-        run_forked(lambda: _in_child(k, batch_size), guard=DEADLINE_S * 3)
+        run_isolated(lambda: _in_child(k, batch_size), guard=DEADLINE_S * 3)
     else:
         _stress(k, batch_size)
 
