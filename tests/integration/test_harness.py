@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+import kcore
+import pyprod
 from pyprod.testing.kafka_cluster import KafkaCluster
 from tests.harness.readback import (Record, Sent, compare, read_all_confluent,
                                      read_all_kafka_python)
@@ -254,8 +256,10 @@ def test_java_producer_performance(kafka, topic):
 def test_cli_prints_bootstrap_and_stops_on_sigterm(kafka):
     require_real_kafka(kafka)  # also: only where a JVM broker can start
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.join(os.path.dirname(__file__),
-                                        "..", "..", "src"), env.get("PYTHONPATH")] if p)
+    # the child imports the kcore and pyprod this process runs (scripts/pythons.sh: a private
+    # kcore compiled for the interpreter, ahead of the checkout's src/)
+    here = [os.path.dirname(os.path.dirname(m.__file__)) for m in (kcore, pyprod)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in [*here, env.get("PYTHONPATH")] if p))
     proc = subprocess.Popen([sys.executable, "-m", "pyprod.testing.kafka_cluster",
                              "--topic", "cli-topic:2"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
