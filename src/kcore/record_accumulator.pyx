@@ -232,6 +232,11 @@ cdef class RecordAccumulator(ReadyDrain):
                 info.tps.append(tp)
                 info.deques.append(dq)
         available = sorted(cluster.available_partitions_for_topic(topic) or parts or ())
+        # Python code ran above (the metadata's accessors, queue making): the collector may
+        # have run this update again with newer metadata (3.12+ collects at the next bytecode
+        # boundary). That one stands: this one, from an older version, writes nothing.
+        if kc_load_i64(&info.version) >= version:
+            return info if info.num_partitions else None
         info.partitioner._update_partitions(available, count)
         kc_store_int_release(&info.num_partitions, count)
         kc_store_i64(&info.version, version)
