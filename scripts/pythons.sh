@@ -5,7 +5,7 @@
 # Python; this is the matrix.
 #   scripts/pythons.sh                   every interpreter (built or unpacked once), then the tests
 #   scripts/pythons.sh 3.10 3.13t        those only
-#   scripts/pythons.sh --build-only      the interpreters and their venvs, no tests
+#   scripts/pythons.sh --build-only      the interpreters, their venvs and kcore copies, no tests
 #   scripts/pythons.sh 3.12 -- ARGS      pytest ARGS instead of the four test dirs (not recorded)
 # Where the interpreters come from:
 #   3.11          the machine's python3.11
@@ -91,23 +91,35 @@ interpreter() {   # interpreter V: sets py to V's python (built or unpacked when
     3.13t|3.14t) build_cpython "cpython-$v" "python${v%t}" --disable-gil --prefix="$prefix" --with-ensurepip=install
                  py=$prefix/bin/python$v ;;
   esac
-  # what the suite and pip need of the standard library
-  "$py" -c 'import ssl, ctypes, sqlite3, lzma, bz2, zlib, venv, ensurepip' \
+  # what the suite and pip need of the standard library; the optional modules missing are listed
+  "$py" -c 'import ssl, ctypes, bz2, zlib, hashlib, venv, ensurepip' \
     || die "$py lacks a standard module the tests need"
+  "$py" - > "$results/$v.missing" <<'EOF'
+import importlib
+out = []
+for m in ("sqlite3", "lzma", "readline", "curses", "dbm.gnu", "tkinter"):
+    try:
+        importlib.import_module(m)
+    except ImportError:
+        out.append(m)
+print(", ".join(out) or "none")
+EOF
 }
 
 # --- kcore, a private copy per interpreter, rebuilt when the sources change ----------------------
 kcore_for() {   # kcore_for V VPY: kcore-V current for the checkout's sources
-  local v=$1 vpy=$2 dir=$cache/kcore-$1 new sum
+  local v=$1 vpy=$2 dir=$cache/kcore-$1 new sum lockfd
+  exec {lockfd}>"$cache/kcore-$v.lock"; flock "$lockfd"   # one compile at a time per interpreter
   new=$(mktemp -d "$cache/kcore-$v.new.XXXXXX")
   copy_kcore "$new"
   sum=$(cd "$new" && find . -type f ! -name build.log | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
   if [ "$(cat "$dir/.pyprod-sources" 2>/dev/null)" = "$sum" ] && ls "$dir"/src/kcore/*.so >/dev/null 2>&1; then
-    rm -rf "$new"; say "kcore-$v is current ($sum)"; return
+    rm -rf "$new"; say "kcore-$v is current ($sum)"; exec {lockfd}>&-; return
   fi
   build_kcore "$vpy" "$new" "-g" ""
   echo "$sum" > "$new/.pyprod-sources"
   rm -rf "$dir"; mv "$new" "$dir"
+  exec {lockfd}>&-
 }
 
 # --- the results file -------------------------------------------------------------------------------
@@ -126,13 +138,14 @@ write_results() {   # docs/results/pythons.md from $results/*.row (one per inter
     for v in "${all[@]}"; do [ -e "$results/$v.row" ] && cat "$results/$v.row"; done
     echo
     echo "Test-extra packages left out (no wheel for the interpreter; pyspark is never installed"
-    echo "here, the Spark tests are not part of the matrix):"
+    echo "here, the Spark tests are not part of the matrix), and the optional standard modules the"
+    echo "interpreter lacks (none of them is used by pyprod or these tests):"
     echo
     for v in "${all[@]}"; do
       [ -e "$results/$v.row" ] || continue
       local out_pkgs
       out_pkgs=$(grep 'does not install' "$cache/venv-$v/.pyprod-peers" 2>/dev/null | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//;s/ /, /g')
-      echo "- $v: ${out_pkgs:-none}"
+      echo "- $v: ${out_pkgs:-none} (standard modules missing: $(cat "$results/$v.missing" 2>/dev/null))"
     done
     echo
     echo "Skips and failures of each run (pytest -rfEs):"
@@ -164,11 +177,18 @@ for v in "${versions[@]}"; do
   interpreter "$v"
   venv=$cache/venv-$v
   mode=spec; [[ "$v" == *t ]] && mode=newest   # the free-threaded venvs: as scripts/free_threaded.sh
-  make_test_venv "$py" "$venv" "$mode"
+  if ! make_test_venv "$py" "$venv" "$mode"; then   # pyprod's own dependency has no wheel here
+    status=1
+    printf '| %s | %s | %s | not run: %s | | | | | %s |\n' "$v" "$("$py" -c 'import platform; print(platform.python_version())')" \
+      "$(source_of "$v")" "$(cat "$venv/.pyprod-core-failed")" "$(git rev-parse --short HEAD)" > "$results/$v.row"
+    : > "$results/$v.log"
+    write_results
+    continue
+  fi
   vpy=$venv/bin/python
   "$vpy" -c 'import sys; print("pythons:", sys.version.replace(chr(10), " "))'
-  [ "$build_only" = 1 ] && continue
   kcore_for "$v" "$vpy"
+  [ "$build_only" = 1 ] && continue
   work=$cache/kcore-$v
   envs=(-u PYPROD_NO_EXTENSIONS -u PYTHON_GIL PYTHONPATH="$work/src:$repo/src:$repo")
   env "${envs[@]}" "$vpy" -c 'import kcore; assert kcore.EXTENSIONS, "kcore: the pure twins, not the compiled modules"' \

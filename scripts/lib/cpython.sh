@@ -131,9 +131,10 @@ build_cpython() {
 # (no long source builds); $VENV/.pyprod-peers is the table of what installs. MODE newest: each
 # package's newest release, pinned, whatever the extra's bounds (the question is only whether a
 # wheel for this interpreter exists: unpinned, pip would backtrack to an old release that happens
-# to have a pure-Python wheel and report that as a success); pyspark (a source package only) from
-# its source. MODE spec: the extra's own requirement, pip's choice; pyspark left out (the Spark
-# tests are not run on these venvs).
+# to have a pure-Python wheel and report that as a success). MODE spec: the extra's own
+# requirement, pip's choice; pyspark left out (the Spark tests are not run on these venvs). The
+# packages published as source only (no Linux wheel at all: pyspark, gssapi) build from it.
+# Returns 1 (the reason in $VENV/.pyprod-core-failed) when the core packages do not install.
 make_test_venv() {
   local python=$1 venv=$2 mode=$3
   local core=("Cython>=3.1" "setuptools>=77" "pytest>=8" "pytest-benchmark>=4" "hypothesis>=6.100"
@@ -148,7 +149,13 @@ print("cp%d%d%s" % (*sys.version_info[:2], "t" if sysconfig.get_config_var("Py_G
   if [ ! -e "$venv/.pyprod-core" ]; then
     say "installing ${core[*]}"
     "${run[@]}" "$vpy" -m pip install -q --upgrade pip
-    "${run[@]}" "$vpy" -m pip install -q "${core[@]}"
+    if ! "${run[@]}" "$vpy" -m pip install -q --only-binary :all: "${core[@]}" >"$venv/.pip-core.log" 2>&1; then
+      grep -m1 -oE 'No matching distribution found for [^ ]+' "$venv/.pip-core.log" \
+        | sed "s/^No matching distribution found for /no $tag wheel: /" > "$venv/.pyprod-core-failed"
+      say "the core packages do not install on $tag: $(cat "$venv/.pyprod-core-failed")"
+      return 1
+    fi
+    rm -f "$venv/.pyprod-core-failed"
     : > "$venv/.pyprod-core"
   fi
   [ "$mode" = none ] && return 0
@@ -166,13 +173,13 @@ for req in re.findall(r'^\s*"([^"]+)"', block, re.M):
     print(f"{name}\t{req}")
 EOF
 )
-  local header="# $mode $(echo "$peers" | cut -f1 | tr '\n' ' ' | sed 's/ $//')"
-  [ "$mode" = newest ] && header="# $(echo "$peers" | cut -f1 | tr '\n' ' ' | sed 's/ $//')"  # as before
+  local sources=(pyspark gssapi)   # no Linux wheel at all: built from the source package
+  local header="# $mode $(echo "$peers" | cut -f1 | tr '\n' ' ' | sed 's/ $//') (from source: ${sources[*]})"
   if [ "$(head -1 "$venv/.pyprod-peers" 2>/dev/null)" = "$header" ]; then return 0; fi
   say "installing the test extra's other packages ($mode, binary wheels only)"
   local p req spec latest extra
   while IFS=$'\t' read -r p req; do
-    extra=(--only-binary :all:); [ "$p" = pyspark ] && extra+=(--no-binary pyspark)
+    extra=(--only-binary :all:); [[ " ${sources[*]} " == *" $p "* ]] && extra+=(--no-binary "$p")
     latest=""; spec=$req
     if [ "$mode" = newest ]; then
       latest=$("${run[@]}" "$vpy" -m pip index versions "$p" 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p')
