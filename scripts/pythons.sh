@@ -144,7 +144,7 @@ write_results() {   # docs/results/pythons.md from $results/*.row (one per inter
     for v in "${all[@]}"; do
       [ -e "$results/$v.row" ] || continue
       local out_pkgs
-      out_pkgs=$(grep 'does not install' "$cache/venv-$v/.pyprod-peers" 2>/dev/null | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//;s/ /, /g')
+      out_pkgs=$(grep 'does not install' "$cache/venv-$v/.pyprod-peers" 2>/dev/null | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//;s/ /, /g' || true)
       echo "- $v: ${out_pkgs:-none} (standard modules missing: $(cat "$results/$v.missing" 2>/dev/null))"
     done
     echo
@@ -155,7 +155,7 @@ write_results() {   # docs/results/pythons.md from $results/*.row (one per inter
       echo "$v:"
       echo
       echo '```text'
-      grep -E '^(SKIPPED|FAILED|ERROR)' "$results/$v.log" | cut -c1-160 | sort | uniq -c | sort -rn | head -30 || true
+      grep -E '^(FAILED|ERROR) tests/|^SKIPPED \[' "$results/$v.log" | cut -c1-160 | sort | uniq -c | sort -rn | head -30 || true
       echo '```'
     done
   } > "$out"
