@@ -270,7 +270,7 @@ if [ "$pure" = 1 ]; then
      -o "$out" . > "$W/build-pure.log" 2>&1) || { tail "$W/build-pure.log"; die "pure build"; }
   purew=$(ls "$out"/pyprod-*-py3-none-any.whl); venv=$W/venv-pure
   rm -rf "$venv"; python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --no-deps "$purew"
+  "$venv/bin/pip" install -q --only-binary :all: "$purew" || die "pip install of the pure wheel"
   (cd "$wd" && env -u PYPROD_NO_EXTENSIONS "$venv/bin/python" -c 'import kcore; assert kcore.PURE_BUILD and not kcore.EXTENSIONS; print("wheels: pure wheel:", kcore.IMPLEMENTATION, kcore.crc32c(b"123456789"))') \
     || die "the pure wheel"
 fi

@@ -26,8 +26,10 @@ jar_prefix() {
       -Dartifact="org.bytedeco:cpython:$v:jar:$cls" >&2 || return 1
     rm -rf "$d"; mkdir -p "$d"; (cd "$d" && unzip -q "$jar" 'org/*') || return 1
     chmod +x "$p"/bin/*
-    # _ctypes needs libffi.so.7, which sits at the top of the install: outside its RUNPATH
-    ln -sf ../../../libffi.so.7 "$(echo "$p"/lib/python3.*/lib-dynload)/libffi.so.7"
+    # _ctypes needs libffi.so.N (6 in 3.10, 7 in 3.12), at the top of the install: outside its RUNPATH
+    local f; for f in "$p"/libffi.so.[0-9]*; do
+      ln -sf "../../../${f##*/}" "$(echo "$p"/lib/python3.*/lib-dynload)/${f##*/}"
+    done
     touch "$p/.pyprod-ok"
   fi
   echo "$p"
