@@ -118,6 +118,11 @@ def test_readme_commands_exist():
                                                 os.path.join(ROOT, "examples", "demo.py")])
                 for opt in options:
                     assert opt in demo_help, f"README: run-demo.sh {opt} is not a demo option"
+        elif cmd.startswith("scripts/"):  # a repository script: it exists, names its options
+            with open(os.path.join(ROOT, cmd)) as f:
+                text = f.read()
+            for opt in options:
+                assert opt in text, f"docs: {cmd} {opt} is not an option of {cmd}"
         elif cmd in (".", "source"):
             assert args == [".venv/bin/activate"], line
         elif cmd == "python" and args[0] == "-m":
