@@ -10,7 +10,8 @@
 # Where the interpreters come from:
 #   3.11          the machine's python3.11
 #   3.13 3.14     built here from upstream's release tarball, fetched from Debian's archive
-#   3.13t 3.14t   the same, ./configure --disable-gil (3.14t is scripts/free_threaded.sh's build:
+#   3.13t 3.14t   the same, ./configure --disable-gil (3.13t: cramjam 2.11.0 built from source and
+#                 PYTHON_GIL=0, scripts/lib/cramjam_313t.sh says why) (3.14t is scripts/free_threaded.sh's build:
 #                 same dirs, same stamp, built once for both)
 #   3.10 3.12     upstream's release as the JavaCPP presets project builds it (Maven Central,
 #                 org.bytedeco:cpython, linux-x86_64 jar: a full install), unpacked here: no
@@ -191,6 +192,8 @@ for v in "${versions[@]}"; do
   [ "$build_only" = 1 ] && continue
   work=$cache/kcore-$v
   envs=(-u PYPROD_NO_EXTENSIONS -u PYTHON_GIL PYTHONPATH="$work/src:$repo/src:$repo")
+  # 3.13t: the GIL held off, cramjam 2.11.0 would turn it on (scripts/lib/cramjam_313t.sh)
+  [ "$v" = 3.13t ] && envs=(-u PYPROD_NO_EXTENSIONS PYTHON_GIL=0 PYTHONPATH="$work/src:$repo/src:$repo")
   env "${envs[@]}" "$vpy" -c 'import kcore; assert kcore.EXTENSIONS, "kcore: the pure twins, not the compiled modules"' \
     || die "kcore-$v does not import compiled"
   if [ ${#pytest_args[@]} -gt 0 ]; then
@@ -209,7 +212,7 @@ for v in "${versions[@]}"; do
   # the counts from pytest's last line ("3 failed, 1020 passed, 5 skipped, 1 error in 300.1s")
   count() { tail -1 "$log" | grep -oE "[0-9]+ $1" | cut -d' ' -f1 || true; }
   passed=$(count passed) failed=$(count failed) skipped=$(count skipped) errors=$(count error)
-  note=""
+  note=""; [ "$v" = 3.13t ] && note=" (PYTHON_GIL=0, cramjam $CRAMJAM_313T)"
   if grep -q 'NO APACHE KAFKA BROKER' "$log"; then note=" (tansu, not Kafka!)"; rc=1; fi
   [ "$rc" = 0 ] || status=1
   version=$("$vpy" -c 'import sys; print(sys.version.split()[0])')

@@ -57,6 +57,7 @@ for a in "${arches[@]}"; do [[ $a == x86_64 || $a == aarch64 ]] || die "unknown 
 W=$repo/.cache/wheels; out=$W/wheelhouse; results=$W/results.tsv
 mkdir -p "$W/bin" "$out"
 . scripts/lib/wheels_pythons.sh
+. scripts/lib/cramjam_313t.sh
 t0=$SECONDS
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "?")
 [ -z "$(git status --porcelain -- src setup.py pyproject.toml MANIFEST.in 2>/dev/null)" ] || commit="$commit+changes"
@@ -170,14 +171,19 @@ test_one() {  # ABI ARCH WHEEL (after locate_python): sets tested, counts, notes
   ver=${ver%t}; tested=failed; counts=""; notes=""
   mapfile -t cibw < <(tools cibw "$abi-manylinux_$arch")
   local test_command=${cibw[-1]}; unset 'cibw[-1]'
-  local reqs=("${cibw[@]}") deselect=() pyenv=() want
+  local reqs=("${cibw[@]}") deselect=() pyenv=() want links=() cenv
+  mapfile -t cenv < <(tools cibw-env "$abi-manylinux_$arch")   # cp313t: PYTHON_GIL=0
   rm -rf "$bindir"; mkdir -p "$bindir"
   if [ "$arch" = x86_64 ]; then
     local venv=$W/venv-$abi
     rm -rf "$venv"; "${P_RUN[0]}" -m venv "$venv" || { notes="python -m venv failed"; return 1; }
     "$venv/bin/pip" install -q --upgrade pip > /dev/null 2>&1 || true
+    if [ "$abi" = cp313t ]; then   # cibuildwheel's before-test, built here before PATH loses the compilers
+      cramjam_313t_wheels "$venv/bin/python" "$W/cramjam-cp313t"; links=(--find-links "$W/cramjam-cp313t")
+      notes+="cramjam $CRAMJAM_313T from source, PYTHON_GIL=0; "
+    fi
     local i0=$EPOCHREALTIME
-    "$venv/bin/pip" install -q --only-binary :all: "$whl" || { notes="pip install of the wheel failed"; return 1; }
+    "$venv/bin/pip" install -q --only-binary :all: "${links[@]}" "$whl" || { notes="pip install of the wheel failed"; return 1; }
     say "$abi x86_64: pip install of the wheel into a fresh venv: $(python3 -c "print('%.1f' % ($EPOCHREALTIME - $i0))") s"
     local pip=("$venv/bin/pip" install -q --only-binary :all:)
     printf '#!/bin/sh\nexec %s "$@"\n' "$venv/bin/python" > "$bindir/python"; want=$venv
@@ -201,10 +207,10 @@ test_one() {  # ABI ARCH WHEEL (after locate_python): sets tested, counts, notes
   fi
   chmod +x "$bindir/python"
   install_reqs pip "${reqs[@]}"
-  [ ${#left_out[@]} = 0 ] || notes="no $abi $arch wheel of ${left_out[*]}: left out; "
+  [ ${#left_out[@]} = 0 ] || notes+="no $abi $arch wheel of ${left_out[*]}: left out; "
   [ ${#deselect[@]} = 0 ] || notes+="2 tests that exec sys.executable deselected (qemu); "
   # compiled modules from the wheel, not the source tree; free-threaded: the GIL stays off
-  (cd "$wd" && PATH=$bindir:$farm python -c '
+  (cd "$wd" && env "${cenv[@]}" PATH=$bindir:$farm python -c '
 import sys, kcore
 assert kcore.EXTENSIONS and kcore.__file__.startswith(sys.argv[1]), kcore.__file__
 gil = getattr(sys, "_is_gil_enabled", lambda: True)()
@@ -215,14 +221,14 @@ print("wheels: kcore:", kcore.IMPLEMENTATION, "from", kcore.__file__, "GIL", "on
   say "$abi $arch: cibuildwheel's test step, no compiler on PATH: $cmd"
   local a0=$SECONDS rc=0
   rm -rf "$wd/tests"
-  (cd "$wd" && PATH=$bindir:$farm nice -n 10 bash -c "$cmd") > "$log" 2>&1 || rc=$?
+  (cd "$wd" && env "${cenv[@]}" PATH=$bindir:$farm nice -n 10 bash -c "$cmd") > "$log" 2>&1 || rc=$?
   tail -2 "$log"
   counts="$(pytest_counts "$log") in $((SECONDS - a0)) s"
   if [ $rc = 0 ] && grep -qE '^[0-9]+ passed' "$log"; then tested=passed; else tested=failed; fi
   if [ $tested = failed ] && [ "$arch" = x86_64 ] && [[ $cmd == *" -x "* ]]; then
     # -x stopped at the first failure: the whole count too (x86_64 only: cheap there)
     rm -rf "$wd/tests"
-    (cd "$wd" && PATH=$bindir:$farm nice -n 10 bash -c "${cmd/ -x / }") > "$log.all" 2>&1 || true
+    (cd "$wd" && env "${cenv[@]}" PATH=$bindir:$farm nice -n 10 bash -c "${cmd/ -x / }") > "$log.all" 2>&1 || true
     notes+="without -x: $(pytest_counts "$log.all"), failed: $(sed -n 's/^FAILED //p' "$log.all" | cut -d' ' -f1 | paste -sd' '); "
   fi
   if [ "$abi$arch" = cp311x86_64 ] && [ "$broker" = 1 ] && [ $tested = passed ]; then

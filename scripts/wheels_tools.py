@@ -3,6 +3,7 @@
   contents WHEEL           no .c, every module stripped and without RUNPATH; prints the sizes
   cibw IDENTIFIER          test-requires (one a line), then test-command, from pyproject.toml's
                            [tool.cibuildwheel] with the overrides that select IDENTIFIER
+  cibw-env IDENTIFIER       its environment, K=V a line (the test step runs with it)
   record TSV ABI ARCH K=V  sets fields of one row of the results file (a row per ABI x arch)
   table TSV MARKDOWN       the results as a Markdown table (printed, and written to MARKDOWN)
 """
@@ -43,14 +44,24 @@ def contents(path):
                                            os.path.getsize(path) / 1e6, unpacked / 1e6, so / 1e6))
 
 
-def cibw(ident):
+def options(ident):
     with open("pyproject.toml", "rb") as f:
         c = tomllib.load(f)["tool"]["cibuildwheel"]
     for o in c.get("overrides", []):  # cibuildwheel's overrides that select this build
         if any(fnmatch.fnmatch(ident, p) for p in o["select"].split()):
             c.update({k: v for k, v in o.items() if k != "select"})
+    return c
+
+
+def cibw(ident):
+    c = options(ident)
     print("\n".join(c["test-requires"]))
     print(c["test-command"])
+
+
+def cibw_env(ident):
+    for k, v in options(ident).get("environment", {}).items():
+        print(f"{k}={v}")
 
 
 def load(tsv):
@@ -115,4 +126,4 @@ def table(tsv, out):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"contents": contents, "cibw": cibw, "record": record, "table": table}[cmd](*args)
+    {"contents": contents, "cibw": cibw, "cibw-env": cibw_env, "record": record, "table": table}[cmd](*args)

@@ -25,6 +25,12 @@ def test_the_free_threaded_override_selects_only_cp3xxt():
     assert set(ft[:-1]) == set(gil[:-1]) - {"lz4", "zstandard"}
 
 
+def test_only_cp313t_runs_with_the_gil_forced_off():
+    assert run("cibw-env", "cp313t-manylinux_x86_64").split() == ["PYTHON_GIL=0"]
+    assert run("cibw-env", "cp314t-manylinux_x86_64") == ""
+    assert run("cibw-env", "cp313-macosx_arm64") == ""
+
+
 def test_rows_are_rewritten_one_by_one(tmp_path):
     tsv, md = str(tmp_path / "r.tsv"), str(tmp_path / "out" / "wheels.md")
     run("record", tsv, "cp312", "x86_64", "built=yes", "size=1530000", "tested=failed")

@@ -14,6 +14,7 @@
 # (a mirror that lags behind its index), the pinned release below is fetched from the pool instead
 # and checked twice: against the sha256 in its .dsc, whose maintainer signature gpgv checks with
 # debian-keyring, and against the pinned sha256.
+. "$(dirname "${BASH_SOURCE[0]}")/cramjam_313t.sh"
 
 # package -> "version sha256 dsc" of the fallback release (the sha256 as in the signed .dsc)
 declare -A CPYTHON_PIN=(
@@ -149,7 +150,9 @@ print("cp%d%d%s" % (*sys.version_info[:2], "t" if sysconfig.get_config_var("Py_G
   if [ ! -e "$venv/.pyprod-core" ]; then
     say "installing ${core[*]}"
     "${run[@]}" "$vpy" -m pip install -q --upgrade pip
-    if ! "${run[@]}" "$vpy" -m pip install -q --only-binary :all: "${core[@]}" >"$venv/.pip-core.log" 2>&1; then
+    local links=()   # cp313t: cramjam from its source package (scripts/lib/cramjam_313t.sh)
+    if [ "$tag" = cp313t ]; then cramjam_313t_wheels "$vpy" "$cache/wheels-cp313t"; links=(--find-links "$cache/wheels-cp313t"); fi
+    if ! "${run[@]}" "$vpy" -m pip install -q --only-binary :all: "${links[@]}" "${core[@]}" >"$venv/.pip-core.log" 2>&1; then
       grep -m1 -oE 'No matching distribution found for [^ ]+' "$venv/.pip-core.log" \
         | sed "s/^No matching distribution found for /no $tag wheel: /" > "$venv/.pyprod-core-failed"
       say "the core packages do not install on $tag: $(cat "$venv/.pyprod-core-failed")"
