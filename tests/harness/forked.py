@@ -3,14 +3,16 @@
 
 A test about fork itself is marked ``@needs_fork`` (skipped where there is no os.fork: Windows);
 a test that forks only so that a crash fails it alone calls ``run_isolated``."""
+import faulthandler
 import os
 import signal
+import sys
 import time
 import traceback
 
 import pytest
 
-__all__ = ["needs_fork", "run_forked", "run_isolated"]
+__all__ = ["needs_fork", "run_forked", "run_isolated", "run_stress"]
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"),
                                 reason="needs os.fork (this platform has none: Windows)")
@@ -23,6 +25,19 @@ def run_isolated(fn, guard=30.0):
         run_forked(fn, guard)
     else:
         fn()
+
+
+def run_stress(fn, deadline_s, isolate):
+    """A many-thread stress test's body: fn() here, or (isolate: free-threaded builds, where a
+    race may crash the process) in an isolated child, whose hang past 3 x deadline_s dumps
+    every thread's stack before the child exits."""
+    if not isolate:
+        return fn()
+
+    def child():
+        faulthandler.dump_traceback_later(deadline_s * 3 - 5, exit=True, file=sys.__stderr__)
+        fn()
+    run_isolated(child, guard=deadline_s * 3)
 
 
 def run_forked(fn, guard=30.0):

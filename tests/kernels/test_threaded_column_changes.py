@@ -9,11 +9,9 @@ and where it was in the list when read (the mutator keeps item i of every list s
 Both implementations; on a free-threaded build each case runs in a forked child, so that a
 crash fails that case alone. Calls per sender: $PYPROD_MUTATION_CALLS (default 300 with the
 GIL, 1500 free-threaded)."""
-import faulthandler
 import os
 import random
 import re
-import sys
 import threading
 import time
 
@@ -21,7 +19,7 @@ import pytest
 
 from pyprod import config
 from pyprod.producer import send_settings
-from tests.harness.forked import run_isolated
+from tests.harness.forked import run_stress
 
 from test_record_accumulator import FakeMetadata, accumulator
 from test_threaded_send_stress import (DEADLINE_S, FREE_THREADED, _Drainer,  # noqa: F401
@@ -165,12 +163,4 @@ def _check_log(case, log, futures):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_columns_changed_by_another_thread(k, case, often_switching):
-    if FREE_THREADED:
-        run_isolated(lambda: _in_child(k, case), guard=DEADLINE_S * 3)
-    else:
-        _run(k, case)
-
-
-def _in_child(k, case):
-    faulthandler.dump_traceback_later(DEADLINE_S * 3 - 5, exit=True, file=sys.__stderr__)
-    _run(k, case)
+    run_stress(lambda: _run(k, case), DEADLINE_S, isolate=FREE_THREADED)

@@ -10,7 +10,6 @@ locks are in: that is what the test is for (scripts/free_threaded.sh --declare-f
 case runs in a forked child, so that a crash fails that case alone, with the signal and
 faulthandler's stacks. Records per writer thread: $PYPROD_STRESS_RECORDS (default 4000 on a GIL
 build, 15000 on a free-threaded one, where the races are to be caught)."""
-import faulthandler
 import os
 import random
 import sys
@@ -24,7 +23,7 @@ from kafka.record import MemoryRecords
 
 from pyprod import config
 from pyprod.producer import send_settings
-from tests.harness.forked import run_isolated
+from tests.harness.forked import run_stress
 
 from test_record_accumulator import FakeMetadata, accumulator
 
@@ -146,16 +145,7 @@ def often_switching():
 
 @pytest.mark.parametrize("batch_size", [512, 16384])
 def test_writers_and_a_drainer_lose_nothing(k, batch_size, often_switching):
-    if FREE_THREADED:
-        run_isolated(lambda: _in_child(k, batch_size), guard=DEADLINE_S * 3)
-    else:
-        _stress(k, batch_size)
-
-
-def _in_child(k, batch_size):
-    # a hang past the deadlines: every thread's stack, then the child exits (1)
-    faulthandler.dump_traceback_later(DEADLINE_S * 3 - 5, exit=True, file=sys.__stderr__)
-    _stress(k, batch_size)
+    run_stress(lambda: _stress(k, batch_size), DEADLINE_S, isolate=FREE_THREADED)
 
 
 def _stress(k, batch_size):
