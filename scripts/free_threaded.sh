@@ -32,12 +32,8 @@
 # tarball and flags is reused; delete its dir to rebuild.
 #
 # The source (Debian's archive, upstream's release tarball) and the build: scripts/lib/cpython.sh.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-repo=$PWD
-. scripts/lib/cpython.sh
-say() { printf 'free-threaded: %s\n' "$*"; }
-die() { say "$*" >&2; exit 1; }
+SAY_AS=free-threaded
+. "$(dirname "$0")/lib/cpython.sh"
 
 tsan=0 build_only=0 declare_ft=0 no_peers=0 bench=0
 while [ $# -gt 0 ]; do

@@ -23,12 +23,8 @@
 # compiled for V, rebuilt when the sources change: the in-tree .so files are untouched),
 # pythons/V.log (pytest's output). Results: docs/results/pythons.md (passed/failed/skipped per
 # interpreter, with the commit), rewritten after each interpreter's run.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-repo=$PWD
-. scripts/lib/cpython.sh
-say() { printf 'pythons: %s\n' "$*"; }
-die() { say "$*" >&2; exit 1; }
+SAY_AS=pythons
+. "$(dirname "$0")/lib/cpython.sh"
 
 all=(3.10 3.11 3.12 3.13 3.14 3.13t 3.14t)
 build_only=0 versions=() pytest_args=()

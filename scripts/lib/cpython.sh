@@ -1,9 +1,10 @@
 # CPython from its release sources, a venv with the test extras, kcore compiled privately: the
 # code scripts/free_threaded.sh and scripts/pythons.sh share (sourced by both; bash only).
-# The caller sets: repo (the checkout), cache (the cache dir), jobs (make/compile -j), run (an
-# array prefixed to every command that runs the built python: empty, or setarch -R under TSan),
-# cpython_install_opts (array of extra `make install` arguments; may be empty), and defines
-# say() and die().
+# Sourcing it: strict mode, the working directory and $repo the checkout, say() and die() with
+# the prefix $SAY_AS (set it first). The caller then sets: cache (the cache dir), jobs
+# (make/compile -j), run (an array prefixed to every command that runs the built python: empty,
+# or setarch -R under TSan), cpython_install_opts (array of extra `make install` arguments; may
+# be empty).
 #
 # The source: Debian's archive carries CPython 3.13 and 3.14 (python3.13, python3.14, in unstable
 # and testing); their .orig.tar.xz is upstream's release tarball (the release tag's source,
@@ -14,7 +15,12 @@
 # (a mirror that lags behind its index), the pinned release below is fetched from the pool instead
 # and checked twice: against the sha256 in its .dsc, whose maintainer signature gpgv checks with
 # debian-keyring, and against the pinned sha256.
-. "$(dirname "${BASH_SOURCE[0]}")/cramjam_313t.sh"
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+repo=$PWD
+say() { printf '%s: %s\n' "$SAY_AS" "$*"; }
+die() { say "$*" >&2; exit 1; }
+. scripts/lib/cramjam_313t.sh
 
 # package -> "version sha256 dsc" of the fallback release (the sha256 as in the signed .dsc)
 declare -A CPYTHON_PIN=(
