@@ -173,7 +173,9 @@ for v in "${versions[@]}"; do
   say "=== $v"
   interpreter "$v"
   venv=$cache/venv-$v
-  mode=spec; [[ "$v" == *t ]] && mode=newest   # the free-threaded venvs: as scripts/free_threaded.sh
+  # 3.14t: each package's newest release, as scripts/free_threaded.sh; 3.13t: pip's choice (the
+  # newest numpy, pandas, pyarrow... dropped their cp313t wheels, older releases have them)
+  mode=spec; [ "$v" = 3.14t ] && mode=newest
   if ! make_test_venv "$py" "$venv" "$mode"; then   # pyprod's own dependency has no wheel here
     status=1
     printf '| %s | %s | %s | not run: %s | | | | | %s |\n' "$v" "$("$py" -c 'import platform; print(platform.python_version())')" \
