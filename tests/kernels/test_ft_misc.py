@@ -5,6 +5,8 @@ transaction manager's errors while sends run) and SenderLoop's counters. Both im
 With the GIL these check the logic under many interleavings (a tiny switch interval); on a
 free-threaded build they also run truly in parallel."""
 import socket
+import sys
+import sysconfig
 import threading
 import time
 
@@ -18,6 +20,10 @@ from test_record_accumulator import FakeMetadata, accumulator
 from test_sender_loop import NOW, V, Rig
 
 THREADS = 8
+# 3.13t with the GIL off: bytearray's export count is not atomic there (python/cpython#129107,
+# fixed in 3.14 and not backported), so concurrent memoryviews can leave one "exported" forever
+BYTEARRAY_EXPORTS_RACE = (bool(sysconfig.get_config_var("Py_GIL_DISABLED")) and sys.version_info < (3, 14)
+                          and not sys._is_gil_enabled())
 JOIN_S = 180.0  # a hang guard, not a time limit: the pure twin under qemu-aarch64 took over 30 s
 
 
@@ -189,6 +195,8 @@ def test_pool_buffer_released_once_by_racing_deallocates(k):
 def test_pool_buffer_views_against_deallocate(k):
     """Threads take and drop views while another deallocates: it refuses while a view is out,
     succeeds once none is, and a view made after it is empty."""
+    if k.pure and BYTEARRAY_EXPORTS_RACE:   # the pure PoolBuffer is a bytearray
+        pytest.skip("3.13t's bytearray export count races (python/cpython#129107, fixed in 3.14)")
     pool = k.BufferPool(1 << 20, 4096)
     for _ in range(10):
         buf = pool.allocate(4096, 1000)
