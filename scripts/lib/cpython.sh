@@ -183,6 +183,14 @@ for req in re.findall(r'^\s*"([^"]+)"', block, re.M):
 EOF
 )
   local sources=(pyspark gssapi)   # no Linux wheel at all: built from the source package
+  declare -A pin=()
+  if [ "$tag" = cp313t ]; then
+    # confluent-kafka (the harness's admin client, a reader) has no cp313t wheel: the release
+    # of the machine's librdkafka-dev, built against it
+    apt_install librdkafka-dev
+    pin[confluent-kafka]="confluent-kafka==$(dpkg-query -W -f '${Version}' librdkafka-dev | cut -d- -f1)"
+    sources+=(confluent-kafka)
+  fi
   local header="# $mode $(echo "$peers" | cut -f1 | tr '\n' ' ' | sed 's/ $//') (from source: ${sources[*]})"
   if [ "$(head -1 "$venv/.pyprod-peers" 2>/dev/null)" = "$header" ]; then return 0; fi
   say "installing the test extra's other packages ($mode, binary wheels only)"
@@ -194,6 +202,7 @@ EOF
       latest=$("${run[@]}" "$vpy" -m pip index versions "$p" 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p')
       spec=$p; [ -n "$latest" ] && spec="$p==$latest"
     fi
+    [ -n "${pin[$p]:-}" ] && spec=${pin[$p]}
     if "${run[@]}" "$vpy" -m pip install -q "${extra[@]}" "$spec" >"$venv/.pip-$p.log" 2>&1; then
       [ -z "$latest" ] && latest=$("${run[@]}" "$vpy" -m pip show "$p" 2>/dev/null | sed -n 's/^Version: //p')
       printf '%-26s %-8s installs\n' "$p" "$latest"
