@@ -167,6 +167,14 @@ source_of() {
   esac
 }
 
+cert_python() {   # a matrix venv whose Python has cryptography (tests/harness/certificates.py)
+  local c
+  for c in "$cache"/venv-3.1[0-4]/bin/python; do
+    [ -x "$c" ] && "$c" -c 'import cryptography' 2>/dev/null && { echo "$c"; return; }
+  done
+  die "3.13t's TLS tests need another interpreter with cryptography: run scripts/pythons.sh 3.14 first"
+}
+
 # --- one interpreter after another -------------------------------------------------------------------
 status=0
 for v in "${versions[@]}"; do
@@ -191,7 +199,11 @@ for v in "${versions[@]}"; do
   work=$cache/kcore-$v
   envs=(-u PYPROD_NO_EXTENSIONS -u PYTHON_GIL PYTHONPATH="$work/src:$repo/src:$repo")
   # 3.13t: the GIL held off, cramjam 2.11.0 would turn it on (scripts/lib/cramjam_313t.sh)
-  [ "$v" = 3.13t ] && envs=(-u PYPROD_NO_EXTENSIONS PYTHON_GIL=0 PYTHONPATH="$work/src:$repo/src:$repo")
+  # and the TLS test certificates come from another interpreter's cryptography (cffi refuses 3.13t)
+  if [ "$v" = 3.13t ]; then
+    cert_py=$(cert_python)
+    envs=(-u PYPROD_NO_EXTENSIONS PYTHON_GIL=0 PYTHONPATH="$work/src:$repo/src:$repo" PYPROD_CERT_PYTHON="$cert_py")
+  fi
   env "${envs[@]}" "$vpy" -c 'import kcore; assert kcore.EXTENSIONS, "kcore: the pure twins, not the compiled modules"' \
     || die "kcore-$v does not import compiled"
   if [ ${#pytest_args[@]} -gt 0 ]; then
