@@ -1,0 +1,69 @@
+"""The hook Protocols of kcore/network_poll.pyi (NetworkHooks, NetworkMetadata, NetworkUpdater:
+what NetworkPoll calls on the objects it is given) against pyprod's objects that implement them:
+each member present, each method with the stub's parameters. The stub's classes against both
+twins are tests/kernels/test_contracts.py; this is the other side of the same stub."""
+import ast
+import inspect
+import typing
+
+import pytest
+
+from pyprod import config as pconfig
+from pyprod.producer import metadata_for, network_client_for
+from tests.kernels.test_contracts import (_from_signature, _is_protocol, _stub_params,
+                                          _stub_tree, compare)
+
+
+def _protocols():
+    """{Protocol name: {member: stub parameters (a method) or None (an attribute)}}."""
+    found = {}
+    for node in _stub_tree("network_poll").body:
+        if not _is_protocol(node):
+            continue
+        members = found[node.name] = {}
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef):
+                prop = "property" in {ast.unparse(d) for d in item.decorator_list}
+                members[item.name] = None if prop else _stub_params(item.args, True)
+            elif isinstance(item, ast.AnnAssign):
+                members[item.target.id] = None
+    return found
+
+
+def _runtime_protocol(name, members):
+    """The stub's Protocol as a runtime_checkable one (isinstance checks its members)."""
+    ns = {m: (lambda self, *a: None) for m, params in members.items() if params is not None}
+    ns["__annotations__"] = {m: object for m, params in members.items() if params is None}
+    return typing.runtime_checkable(type(name, (typing.Protocol,), ns))
+
+
+@pytest.fixture(scope="module")
+def implementers():
+    """NetworkPoll's hooks, metadata and updater as the producer builds them (no broker:
+    nothing connects until a node is asked for)."""
+    cfg = pconfig.build(bootstrap_servers="127.0.0.1:9")
+    md = metadata_for(cfg)
+    nc = network_client_for(cfg, md)
+    poll = nc.io
+    yield {"NetworkHooks": poll.hooks, "NetworkMetadata": poll.metadata,
+           "NetworkUpdater": poll.updater}
+    nc.close()
+    md.close()
+
+
+def test_the_stub_declares_the_three_protocols():
+    assert set(_protocols()) == {"NetworkHooks", "NetworkMetadata", "NetworkUpdater"}
+
+
+@pytest.mark.parametrize("name", ["NetworkHooks", "NetworkMetadata", "NetworkUpdater"])
+def test_pyprod_implements_the_protocol(name, implementers):
+    members = _protocols()[name]
+    obj = implementers[name]
+    assert isinstance(obj, _runtime_protocol(name, members)), (
+        "%s lacks %s" % (type(obj).__name__, sorted(m for m in members if not hasattr(obj, m))))
+    problems = []
+    for member, params in members.items():
+        if params is not None:
+            actual = _from_signature(inspect.signature(getattr(obj, member)))
+            compare("%s.%s" % (type(obj).__name__, member), params, actual, problems)
+    assert not problems, "\n".join(problems)
