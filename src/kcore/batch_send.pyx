@@ -276,9 +276,9 @@ cdef class _Call:
         finally:
             self._release_all()
             _wake(self)
-        self.future._add_pending(self.appended - self.n)  # see send()
+        self.future.add_pending(self.appended - self.n)  # see send()
         for j in range(self.ntoo_large):
-            self.future._fail_now(self.too_large[2 * j], _too_large(
+            self.future.fail_now(self.too_large[2 * j], _too_large(
                 RBB_HEADER_SIZE + self.too_large[2 * j + 1], self.path.max_request_size,
                 self.path.buffer_memory))
         return 0
@@ -383,7 +383,7 @@ cdef class _Call:
                 if not batch.add_segment_c(self.future, slot.ordinal, rank, count):
                     # done (its error is set once done_c() says so), or being done
                     error = batch.result.error if batch.result.done_c() else None
-                    self.future._range_done(part, rank, count, error or KafkaError(
+                    self.future.range_done(part, rank, count, error or KafkaError(
                         "the batch was aborted while records were appended"))
         finally:
             batch.end_append()
@@ -445,9 +445,9 @@ cdef class BatchSendPath:
             if call.slots == NULL:
                 raise MemoryError()
             call.limit = min(self.max_request_size, self.buffer_memory)
-            future._add_pending(n)  # all of them now; what was not appended off at the end
+            future.add_pending(n)  # all of them now; what was not appended off at the end
             call.run()
-        future._seal()
+        future.seal()
         return future
 
     def _topic(self, topic, int64_t top):

@@ -5,92 +5,31 @@ max_block_ms), serialize, partition, RecordAccumulator.append, and a future back
 thread does the rest.
 
 Fork (docs/fork.md): in a forked child each producer closes its copies of the parent's sockets
-at once (os.register_at_fork; nothing is sent), and on first use there builds its parts anew
+at once (pyprod/fork_registry.py; nothing is sent), and on first use there builds its parts anew
 (_build: metadata, connections, an empty accumulator, a Sender thread). What the parent had
-buffered, and its futures, stay the parent's.
+buffered, and its futures, stay the parent's. Its parts get their settings from
+pyprod/config_factories.py.
 """
-import atexit
 import collections
 import functools
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
 
 import kcore
 from pyprod import config as configuration
-from pyprod import errors
-from pyprod.connection import connection_settings, socket_options
-from pyprod.metadata import Metadata
-from pyprod.network_client import NetworkClient
+from pyprod import errors, fork_registry
+from pyprod.config_factories import (accumulator_settings, metadata_for, network_client_for,
+                                     send_settings, sender_for)
 from pyprod.producer_metrics import ProducerMetrics
-from pyprod.sasl_authenticator import SaslClientAuthenticator
-from pyprod.sender import Sender, now_ms
-from pyprod.ssl_factory import create_ssl_context
+from pyprod.sender import now_ms
 from pyprod.transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
-_live = weakref.WeakSet()
-_built = weakref.WeakSet()  # every producer with parts (closed ones too): fork closes sockets
 _CLOSE_GRACE_S = 0.1  # close(timeout) waits this long at least for the forced stop
-_rebuild_lock = threading.Lock()  # a forked child's first uses (made anew in each child)
-_finalizer_pid = None  # the process that registered _close_all_at_exit with multiprocessing
-
-
-@atexit.register
-def _close_all_at_exit():
-    for producer in list(_live):
-        producer.close()
-
-
-def _before_fork():
-    """Take each metrics registry's lock (ProducerMetrics.lock: its Sender samples under it):
-    the copy is whole, and the child can read it before first use."""
-    for producer in list(_built):
-        lock = getattr(getattr(producer, "_producer_metrics", None), "lock", None)
-        if lock is not None:
-            lock.acquire()
-            _held.append(lock)
-
-
-def _after_fork_in_parent():
-    while _held:
-        _held.pop().release()
-
-
-def _after_fork_in_child():
-    """Every forked child, on its one thread: each producer closes its copies of the parent's
-    sockets now (a connection the parent closes must not stay open here)."""
-    global _rebuild_lock
-    _rebuild_lock = threading.Lock()
-    _after_fork_in_parent()  # the same thread holds them here
-    for producer in list(_built):
-        try:
-            producer._client.close_after_fork()
-        except Exception:  # noqa: BLE001 - the child goes on; its copies close at exit
-            log.warning("%r: closing the parent's sockets in a forked child failed", producer,
-                        exc_info=True)
-
-
-_held = []  # locks _before_fork took
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
-
-
-def _close_at_process_exit():
-    """multiprocessing's fork and forkserver children end with os._exit, past atexit: close
-    (flush) the producers there too, as at interpreter exit."""
-    global _finalizer_pid
-    mp = sys.modules.get("multiprocessing")
-    if mp is None or _finalizer_pid == os.getpid() or mp.parent_process() is None:
-        return
-    import multiprocessing.util
-    _finalizer_pid = os.getpid()
-    multiprocessing.util.Finalize(None, _close_all_at_exit, exitpriority=0)
 
 
 def _send_path_in_child(ref):
@@ -102,88 +41,16 @@ def _send_path_in_child(ref):
     return producer._send_path
 
 
-def _serializer(obj):
-    """A (topic, headers, data) -> bytes callable from a kafka-python serializer or callable."""
-    if obj is None:
-        return None
-    method = getattr(obj, "serialize", None)
-    if method is None:
-        return lambda topic, headers, data: obj(data)
-
-    def serialize(topic, headers, data):
-        try:
-            return method(topic, headers, data)
-        except TypeError:
-            return method(topic, data)
-    return serialize
-
-
 def _batch_record_ok(future, index, metadata):
     partition = metadata.partition if hasattr(metadata, "partition") else \
         next(iter(metadata.partition_counts))  # a one-record send_batch
-    future._record_done(index, partition)
+    future.record_done(index, partition)
 
 
 def _batch_record_failed(future, index, exc):
     if hasattr(exc, "failures"):  # a one-record send_batch
         exc = exc.failures[0][1]
-    future._record_done(index, -1, exc)
-
-
-# -- the one place the config is read: each part gets named settings --------------------------
-def metadata_for(config):
-    return Metadata(config["bootstrap"], retry_backoff_ms=config["retry_backoff_ms"],
-                    metadata_max_age_ms=config["metadata_max_age_ms"],
-                    metadata_max_idle_ms=config["metadata_max_idle_ms"])
-
-
-def network_client_for(config, metadata):
-    sasl = config["security_protocol"].startswith("SASL_")
-    return NetworkClient(
-        metadata, client_id=config["client_id"], request_timeout_ms=config["request_timeout_ms"],
-        max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
-        connections_max_idle_ms=config["connections_max_idle_ms"],
-        reconnect_backoff_ms=config["reconnect_backoff_ms"],
-        reconnect_backoff_max_ms=config["reconnect_backoff_max_ms"],
-        receive_message_max_bytes=config["receive_message_max_bytes"],
-        socket_options=socket_options(config["socket_options"], config["send_buffer_bytes"],
-                                      config["receive_buffer_bytes"]),
-        ssl_context=create_ssl_context(config),
-        sasl_authenticator=functools.partial(SaslClientAuthenticator, config) if sasl else None,
-        allow_auto_create_topics=config["allow_auto_create_topics"],
-        connection_options=connection_settings(config))
-
-
-def sender_for(config, client, metadata, accumulator, transaction_manager, metrics,
-               sender_loop=kcore.SenderLoop):
-    return Sender(
-        client, metadata, accumulator, client_id=config["client_id"], acks=config["acks"],
-        retries=config["retries"], request_timeout_ms=config["request_timeout_ms"],
-        max_request_size=config["max_request_size"],
-        retry_backoff_ms=config["retry_backoff_ms"],
-        delivery_timeout_ms=config["delivery_timeout_ms"],
-        transaction_timeout_ms=config["transaction_timeout_ms"],
-        max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
-        transaction_manager=transaction_manager, metrics=metrics, sender_loop=sender_loop,
-        transactional_id=config["transactional_id"])
-
-
-def accumulator_settings(config):
-    """What the RecordAccumulator reads."""
-    return dict(batch_size=config["batch_size"], batch_max_size=config["batch_max_size"],
-                linger_ms=config["linger_ms"],
-                buffer_memory=config["buffer_memory"], compression_type=config["compression_type"],
-                delivery_timeout_ms=config["delivery_timeout_ms"],
-                retry_backoff_ms=config["retry_backoff_ms"])
-
-
-def send_settings(config, serialize=True):
-    """What SendPath and BatchSendPath read; serialize=False: records come serialized."""
-    return dict(
-        key_serializer=_serializer(config["key_serializer"]) if serialize else None,
-        value_serializer=_serializer(config["value_serializer"]) if serialize else None,
-        max_block_ms=config["max_block_ms"], max_request_size=config["max_request_size"],
-        buffer_memory=config["buffer_memory"])
+    future.record_done(index, -1, exc)
 
 
 class KafkaProducer:
@@ -203,7 +70,7 @@ class KafkaProducer:
         self._fork_generation = kcore.fork_generation()
         self._build()
         self._closed = False
-        _live.add(self)
+        fork_registry.opened(self)
         if self.config["api_version"] is None:
             try:  # a refused authentication raises here (Metadata's fatal error)
                 self._bootstrap(self.config["bootstrap_timeout_ms"])
@@ -249,8 +116,8 @@ class KafkaProducer:
             **send_settings(self.config))
         self.send = self._send_path.send  # one vectorcall into kcore per record
         self._sender.start()
-        _built.add(self)
-        _close_at_process_exit()
+        fork_registry.built(self, getattr(self._producer_metrics, "lock", None),
+                            self._client.close_after_fork)
         self._fork_generation = generation  # last: _here() checks it without the lock
 
     def _here(self):
@@ -258,7 +125,7 @@ class KafkaProducer:
         (docs/fork.md). IllegalStateError there if it was closed."""
         if self._fork_generation == kcore.fork_generation():
             return
-        with _rebuild_lock:
+        with fork_registry.rebuild_lock:
             if self._fork_generation == kcore.fork_generation():
                 return
             if self._closed:
@@ -366,17 +233,17 @@ class KafkaProducer:
                 else:
                     f = raw.send(topic, vals[i], keys[i], hdrs[i], part, stamps[i])
             except errors.MessageSizeTooLargeError as e:
-                future._fail_now(i, e)
+                future.fail_now(i, e)
                 continue
             except errors.KafkaTimeoutError as e:
                 raise errors.KafkaTimeoutError(
                     "send_batch: %s; %d of %d records were appended before and will still be "
                     "delivered" % (e, appended, n)) from e
             appended += 1
-            future._add_pending(1)
+            future.add_pending(1)
             f.add_callback(_batch_record_ok, future, i)
             f.add_errback(_batch_record_failed, future, i)
-        future._seal()
+        future.seal()
         return future
 
     def _partition_with(self, partitioner):
@@ -513,7 +380,7 @@ class KafkaProducer:
             return
         self._closed = True
         self._send_path.closed = True
-        _live.discard(self)
+        fork_registry.closed(self)
         if self._fork_generation != kcore.fork_generation():
             return  # an unused forked child: the I/O thread and reporters are the parent's
         if self._producer_metrics is not None:  # its metric_reporters' close()

@@ -126,9 +126,9 @@ def test_future_and_batch_future_are_awaitable(k):
             await early
         assert await k.Future().success(7) == 7
         batch = k.BatchFuture("t", 3)
-        batch._add_pending(3)
-        batch._seal()
-        threading.Timer(0.01, batch._range_done, (2, 0, 3)).start()
+        batch.add_pending(3)
+        batch.seal()
+        threading.Timer(0.01, batch.range_done, (2, 0, 3)).start()
         meta = await batch
         assert meta.record_count == 3 and meta.partition_counts == {2: 3}
     run(main)

@@ -222,7 +222,7 @@ def test_every_held_batch_is_let_go_when_a_release_raises(k, monkeypatch):
     def refuse(*_a):
         raise RuntimeError("told")
 
-    monkeypatch.setattr(future_type, "_range_done", refuse)
+    monkeypatch.setattr(future_type, "range_done", refuse)
     with pytest.raises(RuntimeError, match="told"):
         bp.send("t", [b"v"] * 10, partitions=[i % 2 for i in range(10)])
     assert len(held) == 2 and not any(b.appending for b in held)

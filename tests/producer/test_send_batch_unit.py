@@ -18,17 +18,17 @@ def test_batch_future_succeeds_once_everything_completed():
     f = IMPL.BatchFuture("t", 5)
     seen = []
     f.add_callback(seen.append)
-    f._add_pending(3)
-    f._range_done(1, 0, 2)
-    f._add_pending(2)
-    f._record_done(4, 2)
+    f.add_pending(3)
+    f.range_done(1, 0, 2)
+    f.add_pending(2)
+    f.record_done(4, 2)
     assert not f.is_done
     with pytest.raises(KafkaTimeoutError):
         f.get(timeout=0.01)
-    f._range_done(1, 2, 1)
-    f._record_done(3, 0)
+    f.range_done(1, 2, 1)
+    f.record_done(3, 0)
     assert not f.is_done  # not sealed: more records may come
-    f._seal()
+    f.seal()
     assert f.is_done and f.succeeded() and not f.failed()
     md = f.get(0)
     assert md == IMPL.BatchMetadata("t", 5, {0: 1, 1: 3, 2: 1})
@@ -54,14 +54,14 @@ def test_batch_future_failures_by_index():
     f = IMPL.BatchFuture("t", 6, locate)
     errs = []
     f.add_errback(errs.append)
-    f._add_pending(5)
+    f.add_pending(5)
     too_large = MessageSizeTooLargeError("big")
-    f._fail_now(5, too_large)
+    f.fail_now(5, too_large)
     boom = KafkaTimeoutError("expired")
-    f._range_done(0, 1, 2, boom)           # records 2 and 4
-    f._range_done(0, 0, 1)                 # record 0 ok
-    f._range_done(1, 0, 2, None, {1: ValueError("bad")})  # record 3 failed, 1 ok
-    f._seal()
+    f.range_done(0, 1, 2, boom)           # records 2 and 4
+    f.range_done(0, 0, 1)                 # record 0 ok
+    f.range_done(1, 0, 2, None, {1: ValueError("bad")})  # record 3 failed, 1 ok
+    f.seal()
     assert f.failed() and not f.succeeded()
     e = f.exception
     assert isinstance(e, BatchDeliveryError) and errs == [e]
@@ -75,13 +75,13 @@ def test_batch_future_failures_by_index():
 
 def test_batch_future_get_waits_for_another_thread():
     f = IMPL.BatchFuture("t", 1)
-    f._add_pending(1)
-    f._seal()
-    threading.Timer(0.05, f._record_done, (0, 3)).start()
+    f.add_pending(1)
+    f.seal()
+    threading.Timer(0.05, f.record_done, (0, 3)).start()
     assert f.get(timeout=10).partition_counts == {3: 1}
 
 
 def test_empty_call_is_done_at_once():
     f = IMPL.BatchFuture("t", 0)
-    f._seal()
+    f.seal()
     assert f.get(0) == IMPL.BatchMetadata("t", 0, {})

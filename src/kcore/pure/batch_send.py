@@ -52,11 +52,11 @@ class BatchSendPath:
         future = BatchFuture(topic, n, placed.locate)
         if n:
             info = self._topic(topic, max((p for p in parts if p is not None), default=None))
-            future._add_pending(n)  # all of them now; what was not appended off at the end
+            future.add_pending(n)  # all of them now; what was not appended off at the end
             call = _Call(self, info, future, placed)
             call.run(vals, keys, hdrs, parts, stamps)
-            future._add_pending(call.appended - n)
-        future._seal()
+            future.add_pending(call.appended - n)
+        future.seal()
         return future
 
     def _topic(self, topic, top):
@@ -133,8 +133,8 @@ class _Call:
                 key, value, headers = keys[i], vals[i], hdrs[i]
                 size = record_size_upper_bound(key, value, headers)
                 if BATCH_HEADER + size > limit:
-                    future._fail_now(i, _too_large(BATCH_HEADER + size, path.max_request_size,
-                                                   path.buffer_memory))
+                    future.fail_now(i, _too_large(BATCH_HEADER + size, path.max_request_size,
+                                                  path.buffer_memory))
                     self.placed.parts[i] = -2
                     continue
                 part, sticky = parts[i], False
@@ -241,7 +241,7 @@ class _Call:
             if count:
                 self.rank[part] += count
                 if not batch.add_segment(self.future, ordinal, rank, count):  # aborted
-                    self.future._range_done(part, rank, count, batch.result.error or
+                    self.future.range_done(part, rank, count, batch.result.error or
                                             KafkaError("the batch was aborted while records "
                                                        "were appended"))
         finally:

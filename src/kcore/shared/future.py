@@ -283,9 +283,9 @@ class Future(_Outcome):
 class BatchFuture(_Callbacks):
     """The one future of a send_batch call: done when every record of the call completed.
 
-    Records are reported per batch (``_range_done``: the call's records ``rank .. rank+count``
-    of one partition, in call order) or per record (``_record_done``); records refused before
-    they were appended with ``_fail_now``. ``_seal`` says no more records will be added. On
+    Records are reported per batch (``range_done``: the call's records ``rank .. rank+count``
+    of one partition, in call order) or per record (``record_done``); records refused before
+    they were appended with ``fail_now``. ``seal`` says no more records will be added. On
     failure the failed rank ranges become record indices through ``locate``, a callable
     ``(ranges) -> [(index, exception)]`` given by whoever knows each record's partition.
     """
@@ -307,15 +307,15 @@ class BatchFuture(_Callbacks):
         self._callbacks = []    # [(callback, errback)]
 
     # -- reporting (caller thread and Sender thread) ----------------------------------------
-    def _add_pending(self, count):
+    def add_pending(self, count):
         with self._lock:
             self._pending += count
 
-    def _fail_now(self, index, exc):
+    def fail_now(self, index, exc):
         with self._lock:
             self._failures.append((index, exc))
 
-    def _record_done(self, index, partition, exc=None):
+    def record_done(self, index, partition, exc=None):
         with self._lock:
             if exc is None:
                 self._ok[partition] += 1
@@ -326,7 +326,7 @@ class BatchFuture(_Callbacks):
         if finished:
             self._finish()
 
-    def _range_done(self, partition, rank, count, error=None, record_errors=None):
+    def range_done(self, partition, rank, count, error=None, record_errors=None):
         """count records of the call in one batch of `partition`, from the call's rank-th record
         of that partition; record_errors: {rank: exception} (used when error is None)."""
         with self._lock:
@@ -341,7 +341,7 @@ class BatchFuture(_Callbacks):
         if finished:
             self._finish()
 
-    def _seal(self):
+    def seal(self):
         with self._lock:
             self._sealed = True
             finished = self._pending == 0

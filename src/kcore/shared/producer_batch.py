@@ -1,5 +1,6 @@
 """ProducerBatch's Python part, the same in both implementations (see kcore/shared/__init__.py):
 the size bound of a record and the report of a completed batch's send_batch segments."""
+from kcore.compression_type import for_id
 
 # Java's AbstractRecords.estimateSizeInBytesUpperBound: header + worst-case varints per record.
 BATCH_HEADER = 61
@@ -16,7 +17,7 @@ def _report_segments(partition, segments, error, record_errors):
         if error is None and record_errors:
             errs = {rank + i - ordinal: e for i, e in record_errors.items()
                     if ordinal <= i < ordinal + count} or None
-        future._range_done(partition, rank, count, error, errs)
+        future.range_done(partition, rank, count, error, errs)
 
 
 def record_size_upper_bound(key, value, headers):
@@ -51,29 +52,14 @@ def _blob_at(buf, pos):
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def _decompress(codec, data):
-    import cramjam
-    if codec == 1:
-        return bytes(cramjam.gzip.decompress(data))
-    if codec == 2:  # xerial framing: magic (16 bytes), then (int32 length, raw block)*
-        out, pos = [], 16
-        while pos < len(data):
-            n = int.from_bytes(data[pos:pos + 4], "big")
-            out.append(bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + n])))
-            pos += 4 + n
-        return b"".join(out)
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(data))
-    return bytes(cramjam.zstd.decompress(data))
-
-
 def batch_records(payload):
     """[(timestamp_ms, key, value, headers)] of a built v2 batch (ours), in order."""
     buf = memoryview(payload)
     codec = int.from_bytes(buf[21:23], "big") & 7
     first_ts = int.from_bytes(buf[27:35], "big", signed=True)
     count = int.from_bytes(buf[57:61], "big", signed=True)
-    body = buf[BATCH_HEADER:] if codec == 0 else memoryview(_decompress(codec, buf[BATCH_HEADER:]))
+    body = buf[BATCH_HEADER:] if codec == 0 else memoryview(
+        for_id(codec).decompress(buf[BATCH_HEADER:]))
     records, pos = [], 0
     for _ in range(count):
         _, pos = _varint(body, pos)      # record length
