@@ -2,7 +2,8 @@
 of pyprod; the product imports nothing of tests/; the import graph of src/ has no cycle; no
 function-level import of the project's own modules hides one (the ones left import optional
 dependencies or a POSIX-only module, listed here with why); kcore reads no private attribute
-of the objects pyprod hands it."""
+of the objects pyprod hands it. kcore's Cython files (.pyx, .pxd) are read too, as text: their
+imports and cimports count as their module's (kcore/X.pyx and kcore/X.pxd are kcore.X)."""
 import ast
 import pathlib
 import re
@@ -30,6 +31,34 @@ def _modules():
 
 
 MODULES = {name: (rel, tree) for name, rel, tree in _modules()}
+_CY_IMPORT = re.compile(r"(?:from\s+([\w.]+)\s+c?import\b|c?import\s+([\w.]+))")
+
+
+def _cython_modules():
+    """{kcore.X: [(rel, imported module, line, at top level)]} for every import and cimport of
+    ours in kcore's .pyx and .pxd files (a line that starts with one; a docstring's prose
+    never starts with `from <name> import`)."""
+    found = {}
+    for path in sorted((SRC / "kcore").glob("*.p[yx][xd]")):
+        name = "kcore." + path.stem
+        found.setdefault(name, [])
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            m = _CY_IMPORT.match(line.lstrip())
+            target = m and (m.group(1) or m.group(2))
+            if target and target.split(".")[0] in OWN:
+                found[name].append((path.relative_to(SRC).as_posix(), target, i,
+                                    line == line.lstrip()))
+    return found
+
+
+CYTHON = _cython_modules()
+
+
+def test_the_cython_files_are_read():
+    """The scan sees the compiled kernels' cimports (a pattern that matched none would pass
+    every rule below)."""
+    assert ("kcore/batch_send.pyx", "kcore.batch_columns") in {
+        (rel, t) for imports in CYTHON.values() for rel, t, _, _ in imports}
 
 
 def _imports(name, tree, top_level_only):
@@ -62,6 +91,8 @@ def _imports(name, tree, top_level_only):
 def test_kcore_imports_nothing_of_pyprod():
     found = [(rel, line, t) for name, (rel, tree) in MODULES.items() if name.startswith("kcore")
              for t, line, _ in _imports(name, tree, False) if t.startswith("pyprod")]
+    found += [(rel, line, t) for imports in CYTHON.values() for rel, t, line, _ in imports
+              if t.startswith("pyprod")]
     assert found == []
 
 
@@ -78,12 +109,20 @@ def test_no_function_level_import_of_our_own_modules():
              for t, _, at_top in _imports(name, tree, False) if not at_top}
     # kcore.kernels(pure=...) loads the other implementation only when a test asks for it
     found = {(rel, t) for rel, t in found if rel != "kcore/__init__.py"}
+    found |= {(rel, t) for imports in CYTHON.values() for rel, t, _, at_top in imports
+              if not at_top}
     assert found == set(DEFERRED)
 
 
 def test_the_import_graph_has_no_cycle():
     graph = {name: {t for t, _, _ in _imports(name, tree, True) if t in MODULES and t != name}
              for name, (_, tree) in MODULES.items()}
+    for name, imports in CYTHON.items():  # a compiled kernel's imports and cimports
+        graph.setdefault(name, set()).update(
+            t for _, t, _, at_top in imports if at_top and t != name and
+            (t in MODULES or t in CYTHON))
+    for t in {t for targets in graph.values() for t in targets}:
+        graph.setdefault(t, set())
     # a package's __init__ is entered before its submodules: an edge from a submodule up to
     # its own package is Python's order of loading, not a cycle
     for name in graph:
