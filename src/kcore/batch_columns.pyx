@@ -6,8 +6,8 @@ kcore.batch_send's GIL-free walk goes through record by record (next_record, bat
 Arrow columns are read from their buffers (validity bitmap, int32/int64 offsets, data, from the
 array's offset, chunk after chunk), checked before the walk reads them; Python sequences become
 a pointer and a length per record (through the shared checks, _binary_rows), and so do numpy
-S and U arrays (kcore.numpy_columns, from the array's buffer); numpy integer and datetime64
-columns are read from theirs. Headers are
+S and U arrays; numpy integer and datetime64 columns are read from their buffers
+(kcore.numpy_columns: np_binary, np_ints). Headers are
 encoded as the record format wants them, once per call. No Python object is made per record of
 an Arrow column or a fixed-width numpy one. batch_send cimports read_columns (C to C) and imports check_columns and
 prepare_rows from here.
@@ -27,7 +27,7 @@ from kcore.numpy_columns cimport np_binary, np_ints
 from kcore.record_batch_builder cimport encode_headers
 from kcore.varint cimport write_varint
 
-include "shared/numpy_columns.py"  # numpy and pandas columns (_np_column, _NpColumn, ...)
+from kcore.numpy_columns import _np_binary_rows, _np_column, _np_int_rows, _NpColumn
 include "shared/batch_columns.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
 
 __all__ = []  # internal: kcore.batch_send's (it re-exports prepare_rows)

@@ -1,9 +1,11 @@
 # cython: binding=False
-"""send_batch's fixed-width numpy columns (compiled; the pure twin, kcore/pure/numpy_columns.py,
-reads them through ``tolist()``, in shared/numpy_columns.py): ``S`` and ``U`` values and keys,
-integer partitions, integer and ``datetime64`` timestamps, read from the array's buffer with no
-Python object per record. shared/numpy_columns.py (compiled into kcore.batch_columns) unwraps
-pandas, checks dtypes and makes each array native-endian and C-contiguous first.
+"""send_batch's numpy and pandas columns (compiled; the pure twin is kcore/pure/numpy_columns.py):
+shared/numpy_columns.py, compiled in here as the pure twin imports it, unwraps pandas, checks
+dtypes, makes each array native-endian and C-contiguous (_np_column) and reads the records
+through ``tolist()`` (_np_binary_rows, _np_int_rows: prepare_rows' lists, on both twins). The
+readers below (np_binary, np_ints, cimported by kcore.batch_columns) read ``S`` and ``U`` values
+and keys, integer partitions, integer and ``datetime64`` timestamps from the array's buffer
+instead, with no Python object per record.
 
 ``S``: a pointer into the array and the length without trailing NULs, a record. ``U`` (UCS4):
 encoded to UTF-8 into one bytes object (two passes: sizes, then bytes); a surrogate or a code
@@ -16,6 +18,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport (INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
                           uint32_t, uint64_t)
 from libc.stdlib cimport free, malloc
+
+include "shared/numpy_columns.py"  # _np_column, _NpColumn, the tolist() readers
 
 __all__ = []  # internal: kcore.batch_columns'
 

@@ -4,7 +4,7 @@ kcore/pure/batch_send.py's walk goes through record by record.
 
 The code is kcore/shared/batch_columns.py, which the compiled twin compiles in; this twin runs
 it as Python and reads pyarrow input through ``to_pylist`` and fixed-width numpy input through
-``tolist`` (kcore/shared/numpy_columns.py: a reference for the compiled one, which reads the
+``tolist`` (kcore/pure/numpy_columns.py: a reference for the compiled one, which reads the
 Arrow and numpy buffers); Python sequences go through the producer's serializers.
 """
 from kcore.shared.batch_columns import check_columns, prepare_rows  # noqa: F401

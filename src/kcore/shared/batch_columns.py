@@ -1,14 +1,14 @@
 """send_batch's input checks, the same in both implementations (see kcore/shared/__init__.py):
 values, keys, headers, partitions and timestamps as Python sequences, pyarrow arrays or numpy
-arrays and pandas Series (shared/numpy_columns.py), checked and turned into per-record lists
+arrays and pandas Series (kcore.numpy_columns and its twin), checked and turned into per-record lists
 (the compiled twin reads Arrow and fixed-width numpy buffers itself and uses these for the
 rest). Compiled into kcore.batch_columns (the column readers), which kcore.batch_send
 imports check_columns and prepare_rows from; the pure twin kcore/pure/batch_columns.py imports
 it."""
 import sys
 
-if "_NpColumn" not in globals():  # the pure twin: batch_columns.pyx compiles it in first
-    from kcore.shared.numpy_columns import _np_binary_rows, _np_column, _np_int_rows, _NpColumn
+if "_NpColumn" not in globals():  # the pure twin (batch_columns.pyx imports kcore.numpy_columns')
+    from kcore.pure.numpy_columns import _np_binary_rows, _np_column, _np_int_rows, _NpColumn
 
 _BYTES = (bytes, bytearray, memoryview)
 _UNITS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1000000)}  # -> ms

@@ -4,10 +4,12 @@ array behind an Arrow-backed one), a numpy array checked and, when fixed-width (
 integer, ``datetime64``), wrapped in an _NpColumn: native byte order, C-contiguous (one numpy
 call if not), what its records are read as. An object array stays a sequence.
 
-The compiled twin reads an _NpColumn's buffer (kcore/numpy_columns.pyx, no Python object per
-record); both twins' per-record lists (prepare_rows) come from _np_binary_rows and _np_int_rows
-here, through ``tolist()``: the reference the compiled readers give the same bytes as.
-Compiled into kcore.batch_columns (before shared/batch_columns.py); the pure twin imports it.
+The compiled twin also reads an _NpColumn's buffer (np_binary, np_ints in
+kcore/numpy_columns.pyx, no Python object per record); both twins' per-record lists
+(prepare_rows) come from _np_binary_rows and _np_int_rows here, through ``tolist()``: the
+reference the compiled readers give the same bytes as. Compiled into kcore.numpy_columns; its
+pure twin kcore/pure/numpy_columns.py imports it; batch_columns (both twins) imports it from
+the twin of its own implementation.
 Neither numpy nor pandas is ever imported here: an object is told apart by its type's module.
 """
 import sys
