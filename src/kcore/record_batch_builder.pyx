@@ -21,11 +21,8 @@ from kcore.varint cimport varint_size, write_varint
 import time
 from operator import index
 
-import cramjam
-
-include "shared/lz4_frame.py"
-
-from kcore.errors import IllegalStateError, UnsupportedCodecError
+from kcore.compression_type import TYPES, for_name
+from kcore.errors import IllegalStateError
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
@@ -36,22 +33,18 @@ cdef extern from "Python.h":
 __all__ = ["RecordBatchBuilder", "RECORD_BATCH_HEADER_SIZE"]
 
 RECORD_BATCH_HEADER_SIZE = RBB_HEADER_SIZE
-cdef dict _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+cdef tuple _TYPES = TYPES  # kcore.compression_type's codecs, by attributes id
 
 cdef enum:
     TRANSACTIONAL = 0x10
     MIN_CAPACITY = 256
     FIRST_CAPACITY_MAX = 1 << 20   # initial malloc is min(max_size, this); grows by doubling
     NOGIL_MIN = 32768              # CRC shorter than this: keep the GIL
-    SNAPPY_CHUNK = 32768           # xerial block input size
-    ZSTD_LEVEL = 3                 # the Java client's default
     CRC_AT = 17
     ATTRS_AT = 21
     SLACK = 64                     # spare bytes kept after the records when growing
     # largest encoding of a record's varints + 10 bytes of room for write_varint
     MAX_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5 + 10
-
-cdef bytes SNAPPY_MAGIC = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
 
 
 # ---- helpers (nogil) ----
@@ -396,24 +389,6 @@ cdef inline bint _no_headers(object headers):
     return False
 
 
-cdef object _compress(int codec, object data):
-    if codec == 1:
-        return cramjam.gzip.compress(data)
-    if codec == 3:
-        return lz4_frame(data)
-    if codec == 4:
-        return cramjam.zstd.compress(data, level=ZSTD_LEVEL)
-    # snappy, xerial framing: magic header, then [int32 length][raw block] per 32 KiB of input
-    cdef Py_ssize_t i, n = len(data)
-    cdef list parts = [SNAPPY_MAGIC]
-    compress_raw = cramjam.snappy.compress_raw
-    for i in range(0, n, SNAPPY_CHUNK):
-        block = bytes(compress_raw(data[i:i + SNAPPY_CHUNK]))
-        parts.append(len(block).to_bytes(4, "big"))
-        parts.append(block)
-    return b"".join(parts)
-
-
 cdef object _append_any(RecordBatchBuilder self, int64_t ts, object key, object value, object headers):
     """append() for buffers other than bytes and for headers."""
     cdef Py_buffer kview, vview
@@ -466,7 +441,6 @@ cdef class RecordBatchBuilder:
 
     def __init__(self, max_size, compression="none", producer_id=-1, producer_epoch=-1,
                  base_sequence=-1, transactional=False):
-        cdef object codec
         cdef int overflow = 0
         cdef long long size
         if self.count or self.built:
@@ -477,15 +451,8 @@ cdef class RecordBatchBuilder:
             size = <long long>1 << 62
         elif size < 0 or overflow < 0:
             raise ValueError("max_size must be >= 0, got %d" % max_size)
-        if compression is None:
-            codec = 0
-        else:
-            codec = _CODECS.get(compression) if isinstance(compression, str) else None
-            if codec is None:
-                raise UnsupportedCodecError("unknown compression %r (expected one of %s)"
-                                            % (compression, ", ".join(_CODECS)))
+        self.codec = 0 if compression is None else for_name(compression).id
         self.max_size = <Py_ssize_t>size
-        self.codec = codec
         self.attrs = <int16_t>(self.codec | (TRANSACTIONAL if transactional else 0))
         self.producer_id = _int_in(producer_id, "producer_id", 64)
         self.producer_epoch = <int16_t>_int_in(producer_epoch, "producer_epoch", 16)
@@ -610,7 +577,7 @@ cdef class RecordBatchBuilder:
             records = PyMemoryView_FromMemory(<char*>self.buf + RBB_HEADER_SIZE,
                                               self.pos - RBB_HEADER_SIZE, PyBUF_READ)
             try:
-                packed = _compress(self.codec, records)
+                packed = _TYPES[self.codec].compress(records)
             finally:
                 records.release()
             PyObject_GetBuffer(packed, &view, PyBUF_SIMPLE)

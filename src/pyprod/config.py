@@ -9,6 +9,7 @@ import itertools
 import logging
 import socket
 
+from kcore import compression_type
 from pyprod import sasl
 from pyprod.config_values import number_from_text  # noqa: F401 (config.number_from_text)
 from pyprod.errors import KafkaConfigurationError
@@ -16,7 +17,7 @@ from pyprod.socks5 import Socks5Proxy, redact
 
 log = logging.getLogger(__name__)
 
-CODECS = ("gzip", "snappy", "lz4", "zstd")
+CODECS = compression_type.CODECS  # the compression_type values, "none" (= None) aside
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 DEFAULTS = {

@@ -26,6 +26,7 @@ import random
 import sys
 import time
 
+from kcore import compression_type
 from pyprod import KafkaProducer, errors
 from pyprod import config as configuration
 
@@ -307,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--partitions", type=int, default=None,
                     help="with --embedded: partitions of the topic it creates (default 6)")
     ap.add_argument("--acks", choices=("0", "1", "-1", "all"), help="default: the producer's")
-    ap.add_argument("--compression-type", choices=("none", "gzip", "snappy", "lz4", "zstd"))
+    ap.add_argument("--compression-type", choices=compression_type.NAMES)
     ap.add_argument("--producer-config", "--producer-props", "--command-property",
                     dest="producer_config", nargs="+", default=[], metavar="NAME=VALUE",
                     help="producer settings, Java (linger.ms=5) or pyprod (linger_ms=5) names")

@@ -3,18 +3,14 @@ import struct
 import time
 from operator import index
 
-import cramjam
-
+from kcore.compression_type import for_name
 from kcore.pure.crc import crc32c
-from kcore.shared.lz4_frame import lz4_frame
 from kcore.pure.varint import encode_varint
-from kcore.errors import IllegalStateError, UnsupportedCodecError
+from kcore.errors import IllegalStateError
 
 __all__ = ["RecordBatchBuilder", "RECORD_BATCH_HEADER_SIZE"]
 
 RECORD_BATCH_HEADER_SIZE = 61
-# compression name -> attributes codec id (bits 0-2)
-_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC_AT, _ATTRS_AT = 17, 21
@@ -32,19 +28,6 @@ def _varint(value):
         if -1 <= value < 1 << 16:
             _ENCODED[value] = enc
     return enc
-_SNAPPY_MAGIC = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
-_SNAPPY_CHUNK = 32 * 1024
-_ZSTD_LEVEL = 3  # the Java client's default
-
-
-def _codec_id(compression):
-    if compression is None:
-        return 0
-    codec = _CODECS.get(compression) if isinstance(compression, str) else None
-    if codec is None:
-        raise UnsupportedCodecError("unknown compression %r (expected one of %s)"
-                                    % (compression, ", ".join(_CODECS)))
-    return codec
 
 
 def _int_in(value, name, bits):
@@ -91,30 +74,11 @@ def _encode_headers(headers):
     return out, count
 
 
-def _xerial_snappy(data):
-    parts = [_SNAPPY_MAGIC]
-    for i in range(0, len(data), _SNAPPY_CHUNK):
-        block = bytes(cramjam.snappy.compress_raw(data[i:i + _SNAPPY_CHUNK]))
-        parts.append(struct.pack(">i", len(block)))
-        parts.append(block)
-    return b"".join(parts)
-
-
-def _compress(codec, data):
-    if codec == 1:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == 2:
-        return _xerial_snappy(data)
-    if codec == 3:
-        return lz4_frame(data)
-    return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
-
-
 class RecordBatchBuilder:
     """Accumulates records into one v2 batch; build() returns the batch with baseOffset 0."""
 
-    __slots__ = ("_buf", "_max_size", "_codec", "_attrs", "_producer_id", "_producer_epoch",
-                 "_base_sequence", "_count", "_base_ts", "_max_ts", "_built", "_built_size")
+    __slots__ = ("_buf", "_max_size", "_ctype", "_codec", "_attrs", "_producer_id",
+                 "_producer_epoch", "_base_sequence", "_count", "_base_ts", "_max_ts", "_built", "_built_size")
 
     def __init__(self, max_size, compression="none", producer_id=-1, producer_epoch=-1,
                  base_sequence=-1, transactional=False):
@@ -122,7 +86,8 @@ class RecordBatchBuilder:
         if max_size < 0:
             raise ValueError("max_size must be >= 0, got %d" % max_size)
         self._max_size = max_size
-        self._codec = _codec_id(compression)
+        self._ctype = for_name(compression)  # its kcore.compression_type.CompressionType
+        self._codec = self._ctype.id         # attributes codec id, 0 = none
         self._attrs = self._codec | (_TRANSACTIONAL if transactional else 0)
         self._producer_id = _int_in(producer_id, "producer_id", 64)
         self._producer_epoch = _int_in(producer_epoch, "producer_epoch", 16)
@@ -204,7 +169,7 @@ class RecordBatchBuilder:
         if not self._count:
             return b""
         if self._codec:
-            records = _compress(self._codec, bytes(memoryview(buf)[RECORD_BATCH_HEADER_SIZE:]))
+            records = self._ctype.compress(bytes(memoryview(buf)[RECORD_BATCH_HEADER_SIZE:]))
             buf = bytearray(RECORD_BATCH_HEADER_SIZE) + records
         _HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, self._attrs, self._count - 1,
                           self._base_ts, self._max_ts, self._producer_id, self._producer_epoch,

@@ -4,9 +4,8 @@ Kafka reads LZ4 frames with independent blocks (KIP-57) and no content checksum,
 them. The frame is written here around cramjam's block compressor, which runs without the GIL
 (its streaming compressor holds it): one block per batch up to 4 MiB, the block size the
 smallest of LZ4's four that holds the batch, fast mode as kafka-python and librdkafka.
+kcore.compression_type's LZ4 entry writes with it; cramjam is imported on first use.
 """
-import cramjam
-
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_FLG = 0x60  # version 01, independent blocks; no block or content checksum, no size
 # (block size, its BD byte, the header checksum: byte 1 of xxh32(FLG, BD))
@@ -17,6 +16,7 @@ _LZ4_UNCOMPRESSED = 0x80000000  # block size flag: the block is stored as it is
 
 def lz4_frame(data):
     """data (bytes-like) as one LZ4 frame (bytes)."""
+    import cramjam
     view = memoryview(data).cast("B")
     n = view.nbytes
     for block, bd, hc in _LZ4_BLOCK_SIZES:

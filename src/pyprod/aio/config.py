@@ -50,7 +50,7 @@ def check(c):
     acks = c["acks"]
     if acks not in (0, 1, -1, "all", MISSING):
         raise ValueError("Invalid ACKS parameter")
-    if c["compression_type"] not in ("gzip", "snappy", "lz4", "zstd", None):
+    if c["compression_type"] not in pyprod_config.CODECS + (None,):
         raise ValueError("Invalid compression type!")
     if c["transactional_id"] is not None:
         c["enable_idempotence"] = True
