@@ -13,7 +13,8 @@ def pytest_sessionstart(session):
     build = os.path.realpath(os.environ["PYPROD_SANITIZE_BUILD"])
     if not kcore.EXTENSIONS:
         raise pytest.UsageError("sanitize: PYPROD_NO_EXTENSIONS=1 leaves nothing to sanitize")
-    modules = kcore.KERNELS + ("ready_drain", "batch_columns")  # internal: not in KERNELS
+    # internal modules, not in KERNELS
+    modules = kcore.KERNELS + ("send_choice", "batch_columns", "numpy_columns")
     for name in modules:
         path = os.path.realpath(importlib.import_module("kcore." + name).__file__)
         if not path.startswith(build + os.sep):

@@ -1,5 +1,5 @@
 # RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by send_path and
-# batch_send. RecordAccumulator's base, ReadyDrain (ready_drain.pxd), holds the queue array and
+# batch_send. RecordAccumulator's base, SendChoice (send_choice.pxd), holds the queue array and
 # what ready() and drain() choose from without the GIL (pool, linger_ms, retry_backoff_ms,
 # _closed, _flushes, _drain_index, _queues...): their rules are written there.
 #
@@ -7,7 +7,7 @@
 # - _topics, _deques, _incomplete: dicts and a set, each operation atomic (also free-threaded);
 #   no sequence of them relies on another thread waiting: a queue per tp is kept by
 #   _deques.setdefault (the one published to _queues), complete() removes a batch from
-#   _incomplete once. _deques keeps the queues that ReadyDrain._queues borrows.
+#   _incomplete once. _deques keeps the queues that SendChoice._queues borrows.
 # - TopicInfo: made and updated under _topics_lock (_update_topic). tps and deques only grow,
 #   in place; num_partitions (store-release after them) and version are atomic: readers
 #   without the lock load num_partitions (kc_load_int_acquire) and index the lists below it.
@@ -28,7 +28,7 @@ from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch
-from kcore.ready_drain cimport ReadyDrain
+from kcore.send_choice cimport SendChoice
 from kcore.transaction_manager cimport TransactionManager
 
 
@@ -53,8 +53,8 @@ cdef enum:
     APPEND_ABORTED = 4
 
 
-cdef class RecordAccumulator(ReadyDrain):
-    # (linger_ms, retry_backoff_ms, pool and the queue array: ReadyDrain's)
+cdef class RecordAccumulator(SendChoice):
+    # (linger_ms, retry_backoff_ms, pool and the queue array: SendChoice's)
     cdef public Py_ssize_t batch_size
     cdef public Py_ssize_t batch_max_size    # an open batch grows up to this (>= batch_size)
     cdef public int64_t delivery_timeout_ms

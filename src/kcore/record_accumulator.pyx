@@ -6,10 +6,10 @@ only while its batch is marked ``appending`` (drain() leaves such a batch). Each
 batches are a PartitionQueue (kcore.partition_queue), a C ring under its own mutex, so that
 ready() can scan them all without the GIL while callers append, and drain() choose its batches
 the same way (the transaction manager's per-partition state is C, owned by the Sender thread).
-Those choices are made in kcore.ready_drain (ReadyDrain, this class's base); this module keeps
+Those choices are made in kcore.send_choice (SendChoice, this class's base); this module keeps
 what runs with the GIL around them (leaders, entries, the result, taking the chosen batches)
 and the appends.
-Threads: see record_accumulator.pxd and ready_drain.pxd.
+Threads: see record_accumulator.pxd and send_choice.pxd.
 Both keep the GIL below _NOGIL_QUEUES queues, where the scan is shorter than taking it back.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
@@ -29,7 +29,7 @@ from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport HELD, ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
-from kcore.ready_drain cimport ReadyDrain, ReadyScan
+from kcore.send_choice cimport ReadyScan, SendChoice
 from kcore.sync_impl cimport kc_mutex_lock, kc_mutex_unlock
 from kcore.transaction_manager cimport TransactionManager
 
@@ -121,7 +121,7 @@ cdef int _reentered(tp) except -1:
                             "finalizer the collector ran?)" % (tp,))
 
 
-cdef class RecordAccumulator(ReadyDrain):
+cdef class RecordAccumulator(SendChoice):
     def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
                  batch_max_size=None, seed=None):

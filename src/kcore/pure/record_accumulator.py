@@ -5,8 +5,8 @@ As in the Java client (3.3+), the accumulator keeps a TopicInfo per topic: its p
 deques and its BuiltInPartitioner, which places null-key records on a sticky partition
 (KIP-794) and switches once the partition's batches are full (``update_partition_info``).
 
-The Sender's ready() and drain() choices are ReadyDrain's, this class's base
-(kcore/pure/ready_drain.py); this module keeps the queues, the appends, retries and expiry.
+The Sender's ready() and drain() choices are SendChoice's, this class's base
+(kcore/pure/send_choice.py); this module keeps the queues, the appends, retries and expiry.
 """
 import random
 import threading
@@ -19,7 +19,7 @@ from kcore.pure.builtin_partitioner import BuiltInPartitioner
 from kcore.pure.future import TopicPartition
 from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
-from kcore.pure.ready_drain import ReadyDrain
+from kcore.pure.send_choice import SendChoice
 from kcore.shared.record_accumulator import ReadyCheckResult
 from kcore.errors import IllegalStateError
 
@@ -56,7 +56,7 @@ def _after_fork_in_child():  # the threads that held the locks at the fork are t
 guard_locks(lambda: [acc._lock for acc in list(_accumulators)], _after_fork_in_child)
 
 
-class RecordAccumulator(ReadyDrain):
+class RecordAccumulator(SendChoice):
     def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
                  batch_max_size=None, seed=None):
@@ -215,7 +215,7 @@ class RecordAccumulator(ReadyDrain):
             return None, False
         return future, not was_full and last.is_full()
 
-    # -- the Sender thread (ready() and drain(): ReadyDrain's) ------------------------------
+    # -- the Sender thread (ready() and drain(): SendChoice's) ------------------------------
     def reenqueue(self, batch, now):
         """Put a batch to retry back at the head of its deque, in sequence order."""
         batch.attempts += 1

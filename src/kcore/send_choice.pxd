@@ -1,8 +1,9 @@
-# ReadyDrain (see ready_drain.pyx): the partition queues as the Sender's ready() and drain()
-# see them, and the choices made over them; the base class of RecordAccumulator
-# (record_accumulator.pxd), cimported by record_accumulator only. Internal: not in kcore's names.
+# SendChoice (see send_choice.pyx): which batches the Sender sends now: the partition queues as
+# the Sender's ready() and drain() see them, and the choices made over them; the base class of
+# RecordAccumulator (record_accumulator.pxd), cimported by record_accumulator only. Internal:
+# not in kcore's names.
 #
-# Threads (the one place these rules are written for the fields below; ready_drain.pyx points
+# Threads (the one place these rules are written for the fields below; send_choice.pyx points
 # here, the accumulator's other fields are in record_accumulator.pxd):
 # - _queues, _nqueues, _queues_cap: grown by caller threads (RecordAccumulator._queue) under
 #   _queues_lock, and read under it (_scan, _select, _queue_at); _nqueues is also atomic
@@ -37,7 +38,7 @@ ctypedef struct ReadyScan:
     int64_t next_delay           # INT64_MAX: nothing to wait for
 
 
-cdef class ReadyDrain:
+cdef class SendChoice:
     cdef public int64_t linger_ms, retry_backoff_ms
     cdef public BufferPool pool
     cdef int64_t _flushes

@@ -1,8 +1,9 @@
-"""ReadyDrain: the RecordAccumulator's ready() and drain() choices (Java's RecordAccumulator.ready
-and drain), made by the Sender thread over the accumulator's partition queues: which nodes have a
-sendable batch and how long until one may be (ready), and which queues' head batches each node
-gets (drain, one per partition, each node starting one queue further on). The base class of
-kcore/pure/record_accumulator.py's RecordAccumulator (pure twin of ready_drain.pyx).
+"""SendChoice, which batches the Sender sends now: the RecordAccumulator's ready() and drain()
+choices (Java's RecordAccumulator.ready and drain), made by the Sender thread over the
+accumulator's partition queues: which nodes have a sendable batch and how long until one may be
+(ready), and which queues' head batches each node gets (drain, one per partition, each node
+starting one queue further on). The base class of kcore/pure/record_accumulator.py's
+RecordAccumulator (pure twin of send_choice.pyx).
 
 What the choices read is the accumulator's, set in RecordAccumulator.__init__: its queues
 (``_deques``) under its ``_lock``, the settings and hints that make a batch sendable
@@ -16,7 +17,7 @@ from kcore.shared.record_accumulator import ReadyCheckResult, _build_failed
 __all__ = []  # internal: RecordAccumulator's base (kcore.pure.record_accumulator)
 
 
-class ReadyDrain:
+class SendChoice:
     def ready(self, cluster, now, busy=()):
         """The nodes with a sendable batch, and how long until the next one may be. To a node
         in busy (requests in flight) a batch goes once grown to batch_max_size or lingered, not

@@ -1,13 +1,14 @@
 # cython: binding=False, wraparound=True
-"""The RecordAccumulator's ready() and drain() choices (Java's RecordAccumulator.ready and
-drain), over its partition queues, without the GIL from the accumulator's _NOGIL_QUEUES queues
-on: which nodes have a sendable batch and how long until one may be (_scan), and which queues'
-head batches each node gets (_select). ReadyDrain holds what these read (the queue array under
-its lock, the settings and hints that make a batch sendable, the round-robin start) and is the
-base class of kcore.record_accumulator.RecordAccumulator, whose ready(), drain() and
-ready_drain() call in here (C to C) and then take the chosen batches with the GIL. The pure twin
-is kcore/pure/ready_drain.py.
-Threads: see ready_drain.pxd.
+"""The send choice: which batches the Sender sends now, as the RecordAccumulator's ready() and
+drain() choices (Java's RecordAccumulator.ready and drain), over its partition queues, without
+the GIL from the accumulator's _NOGIL_QUEUES queues on: which nodes have a sendable batch and
+how long until one may be (_scan), and which queues' head batches each node gets (_select).
+SendChoice holds what these read (the queue array under its lock, the settings and hints that
+make a batch sendable, the round-robin start) and is the base class of
+kcore.record_accumulator.RecordAccumulator, whose ready(), drain() and ready_drain() call in
+here (C to C) and then take the chosen batches with the GIL. The pure twin is
+kcore/pure/send_choice.py.
+Threads: see send_choice.pxd.
 """
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
@@ -52,7 +53,7 @@ cdef Py_ssize_t _sendable_ready(ReadyScan* scan, const int32_t* sendable, Py_ssi
     return nids
 
 
-cdef class ReadyDrain:
+cdef class SendChoice:
     def __cinit__(self, *args, **kwargs):
         if kc_mutex_init(&self._queues_lock) != 0:
             raise MemoryError()
