@@ -69,35 +69,29 @@ the restarted query run that batch id again. Hence:
 
 The entries (pyprod.spark.sink_log) need a checkpoint the driver's Python can read and write:
 a local (or NFS) path, a file: URI, or a URI pyarrow.fs opens (s3://, gs://, hdfs://, abfs://).
+
+Where each part is: the ids and the settings in pyprod.spark.transactional_ids, the task side
+(write, the run-closed check) in pyprod.spark.task_transaction, the entries' store in
+pyprod.spark.sink_log; this module is the driver's side (finish, fence, commit and abort).
 """
 from __future__ import annotations
 
-import collections
-import logging
 import sys
-import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Optional
 
 from pyprod import errors
-from pyprod.errors import KafkaConfigurationError
-from pyprod.producer import KafkaProducer
-from pyprod.spark import writer as task_writer
 from pyprod.spark.sink_log import (ENTRY_DIR, KEEP_ENTRIES, ExactlyOnceError,  # noqa: F401
                                    SinkLog, _Files)
-from pyprod.spark.stores import materialize  # PKCS12 stores -> PEM files
+# the tasks' side and the ids, for pyprod.spark.datasource (and the tests) as before
+from pyprod.spark.task_transaction import JobEndedError, _no_describe, write  # noqa: F401
+from pyprod.spark.transactional_ids import (  # noqa: F401
+    BATCH_ID_PROPERTY, CLOSE_TIMEOUT_S, QUERY_ID_PROPERTY, TaskTransaction, TransactionSettings,
+    closed_id, config_for, current_task, for_batch, for_stream, log, new_producer,
+    transactional_id)
 from pyprod.transaction_manager import PreparedTransaction
-
-log = logging.getLogger("pyprod.spark.commit")
-if log.level == logging.NOTSET:
-    log.setLevel(logging.INFO)
 
 ENTRY_VERSION = 1
 PARALLEL = 8                # transactions finished at once by the driver
-CLOSE_TIMEOUT_S = 30.0
-QUERY_ID_PROPERTY = "sql.streaming.queryId"    # Spark's task-local properties
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
 COMMITTING, COMMITTED = "committing", "committed"
 
 # EndTxn of a transaction the broker no longer has open: aborted after transaction_timeout_ms
@@ -107,192 +101,10 @@ _GONE = (errors.ProducerFencedError, errors.InvalidProducerEpochError,
          errors.UnknownProducerIdError)
 
 
-@dataclass(frozen=True)
-class TransactionSettings:
-    """What the tasks and the driver need for exactly-once writes (picklable)."""
-    prefix: str
-    run_id: Optional[str] = None       # batch writes
-    checkpoint: Optional[str] = None   # streaming: the checkpointLocation option
-    query_id: Optional[str] = None     # streaming: the id in the checkpoint's metadata
-
-    @property
-    def streaming(self):
-        return self.run_id is None
-
-
-def transactional_id(prefix, scope, partition):
-    return "%s-%s-%d" % (prefix, scope, partition)
-
-
-def for_batch(prefix):
-    return TransactionSettings(prefix, run_id=uuid.uuid4().hex[:16])
-
-
-def for_stream(prefix, checkpoint):
-    """Streaming settings; fails unless the checkpoint's metadata can be read from here."""
-    if not checkpoint:
-        raise KafkaConfigurationError(
-            "option 'exactlyOnce' on a streaming query needs its checkpoint as the option "
-            "'checkpointLocation' (.option('checkpointLocation', ...)): pyprod keeps its "
-            "commit decisions there")
-    return TransactionSettings(prefix, checkpoint=checkpoint,
-                               query_id=SinkLog(checkpoint).query_id())
-
-
-# -- the task ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TaskTransaction:
-    transactional_id: str
-    partition: int
-    scope: str                 # the run id (batch) or the query id (streaming)
-    batch_id: Optional[int]    # streaming: the micro-batch
-
-
-def current_task(txn: TransactionSettings, context=None):
-    """The running Spark task's transactional id (TaskContext: partition, and the query and
-    micro-batch ids Spark sets as local properties of a streaming query's jobs)."""
-    if context is None:
-        from pyspark import TaskContext
-        context = TaskContext.get()
-    if context is None:
-        raise RuntimeError("exactly-once writes run inside Spark tasks")
-    partition = context.partitionId()
-    batch_id = None
-    if txn.streaming:
-        scope = context.getLocalProperty(QUERY_ID_PROPERTY) or txn.query_id
-        batch = context.getLocalProperty(BATCH_ID_PROPERTY)
-        batch_id = None if batch is None else int(batch)
-    else:
-        scope = txn.run_id
-    return TaskTransaction(transactional_id(txn.prefix, scope, partition), partition, scope,
-                           batch_id)
-
-
-def new_producer(config):
-    return KafkaProducer(**materialize(config))
-
-
-def _config(configs, tid):
-    return dict(configs, transactional_id=tid)
-
-
-# -- zombie tasks: the run-closed sentinel (batch writes) -------------------------------------
-class JobEndedError(ExactlyOnceError):
-    """A task attempt found its write already committed or aborted by the driver (a zombie:
-    a slow or cut-off executor). It aborted its own transaction: none of its rows is visible."""
-
-
-def closed_id(txn):
-    """The batch write's sentinel transactional id: it exists once the driver has closed the
-    run (commit or abort)."""
-    return "%s-%s-closed" % (txn.prefix, txn.run_id)
-
-
-def close_run(settings, factory=None):
-    """Mark the batch write closed (InitProducerId on its sentinel id), before the driver
-    commits or aborts anything. Best effort: without it, a late zombie's transaction holds
-    back read_committed readers until transaction_timeout_ms. Whether it was marked."""
-    tid = closed_id(settings.transactions)
-    try:
-        fence(settings.configs, tid, factory)
-        return True
-    except Exception as e:  # noqa: BLE001 - the write's outcome does not depend on it
-        log.warning("pyprod.spark: could not mark the write closed (InitProducerId on %s): "
-                    "a task still running now leaves its transaction open until "
-                    "transaction_timeout_ms: %r", tid, e)
-        return False
-
-
-_no_describe = []  # logged once per process: the brokers have no DescribeTransactions
-
-
-def run_closed(settings, producer):
-    """Whether the driver has closed this task's batch write (its sentinel exists), asked with
-    DescribeTransactions through ``producer``. False for streaming, and when the brokers cannot
-    say (no DescribeTransactions before Kafka 3.0, or an error: logged)."""
-    txn = settings.transactions
-    if txn is None or txn.streaming:
-        return False
-    tid = closed_id(txn)
-    result = producer.transaction_manager.describe_transaction(tid)
-    try:
-        if not result.wait(CLOSE_TIMEOUT_S):
-            raise errors.KafkaTimeoutError("no answer in %.0f s" % CLOSE_TIMEOUT_S)
-    except errors.UnsupportedVersionError as e:
-        if not _no_describe:
-            _no_describe.append(e)
-            log.warning("pyprod.spark: the brokers have no DescribeTransactions (Kafka < 3.0): "
-                        "a task that runs on after its write ended holds back read_committed "
-                        "readers until transaction_timeout_ms (%r)", e)
-        return False
-    except errors.KafkaError as e:
-        log.warning("pyprod.spark: could not tell whether the write has ended "
-                    "(DescribeTransactions of %s): %r", tid, e)
-        return False
-    return result.value is not None
-
-
-def _end_zombie(settings, producer, tid, records):
-    """The write has ended without this attempt: abort its transaction (``records`` sent in
-    it; None: not begun) and raise JobEndedError."""
-    why = None
-    if records is not None:
-        try:
-            producer.abort_transaction()
-        except errors.KafkaError as e:  # fenced: the driver's InitProducerId aborted it
-            why = e
-    raise JobEndedError(
-        "pyprod.spark: the exactly-once write (run %s) this task belongs to was already "
-        "committed or aborted by the driver when this attempt of %s %s (a late or cut-off "
-        "attempt): %s" % (
-            settings.transactions.run_id, tid,
-            "was about to write" if records is None else "had written %d records" % records,
-            "it wrote nothing" if records is None else
-            "its records are aborted, read_committed readers never see them" if why is None
-            else "its abort failed (%r): the driver's fence or transaction_timeout_ms aborts "
-                 "them, read_committed readers never see them" % (why,))) from why
-
-
-def write(settings, sends, tid, factory=None):
-    """Send every (topic, count, kwargs) of ``sends`` in a transaction of ``tid``, flush, and
-    hand it over unfinished: (records, PreparedTransaction or None if nothing was sent).
-    Raises the first delivery error; the transaction then stays open until the retry's
-    InitProducerId (or the driver's abort(), or transaction_timeout_ms) aborts it. Raises
-    JobEndedError, its transaction aborted, when the driver has closed the write already
-    (asked on the first record, before InitProducerId, and after the flush)."""
-    factory = factory or new_producer
-    producer, ok, count = None, False, 0
-    try:
-        pending = collections.deque()
-        for topic, n, kwargs in sends:
-            if producer is None:
-                producer = factory(_config(settings.configs, tid))
-                if run_closed(settings, producer):  # before InitProducerId: it fences nothing
-                    _end_zombie(settings, producer, tid, None)
-                producer.init_transactions()   # fences the earlier attempts of this partition
-                producer.begin_transaction()
-            pending.append(producer.send_batch(topic, **kwargs))
-            count += n
-            task_writer._raise_failed(pending, block=False)
-        if producer is None:
-            ok = True
-            return 0, None
-        producer.flush()
-        task_writer._raise_failed(pending, block=True)
-        if run_closed(settings, producer):
-            _end_zombie(settings, producer, tid, count)
-        prepared = producer.prepare_transaction()
-        ok = True
-        return count, prepared
-    finally:
-        if producer is not None:  # close() leaves the transaction open
-            producer.close(timeout=CLOSE_TIMEOUT_S if ok else 0)
-
-
 # -- the driver: finishing transactions --------------------------------------------------------
 def finish(configs, prepared, commit, factory=None):
     """Commit (or abort) the prepared transaction from a producer of its transactional id."""
-    producer = (factory or new_producer)(_config(configs, prepared.transactional_id))
+    producer = (factory or new_producer)(config_for(configs, prepared.transactional_id))
     try:
         producer.resume_transaction(prepared)
         (producer.commit_transaction if commit else producer.abort_transaction)()
@@ -302,7 +114,7 @@ def finish(configs, prepared, commit, factory=None):
 
 def fence(configs, tid, factory=None):
     """InitProducerId on ``tid``: aborts what an attempt of it left open."""
-    producer = (factory or new_producer)(_config(configs, tid))
+    producer = (factory or new_producer)(config_for(configs, tid))
     try:
         producer.init_transactions()
     finally:
@@ -387,6 +199,21 @@ def _check_scope(messages, expected, what):
                    "the driver reads another checkpoint than Spark's (give "
                    "checkpointLocation as a full URI)" if what == "query" else
                    "Spark planned the write twice"))
+
+
+def close_run(settings, factory=None):
+    """Mark the batch write closed (InitProducerId on its sentinel id), before the driver
+    commits or aborts anything. Best effort: without it, a late zombie's transaction holds
+    back read_committed readers until transaction_timeout_ms. Whether it was marked."""
+    tid = closed_id(settings.transactions)
+    try:
+        fence(settings.configs, tid, factory)
+        return True
+    except Exception as e:  # noqa: BLE001 - the write's outcome does not depend on it
+        log.warning("pyprod.spark: could not mark the write closed (InitProducerId on %s): "
+                    "a task still running now leaves its transaction open until "
+                    "transaction_timeout_ms: %r", tid, e)
+        return False
 
 
 def commit_batch(settings, messages, factory=None):
