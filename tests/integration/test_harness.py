@@ -1,4 +1,4 @@
-"""Self-tests of the broker harness (pyprod.testing, tests.harness), using only third-party
+"""Self-tests of the broker harness (pyprod.local_broker, tests.harness), using only third-party
 clients."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 
 import kcore
 import pyprod
-from pyprod.testing.kafka_cluster import KafkaCluster
+from pyprod.local_broker.processes import free_ports
+from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.readback import (Record, Sent, compare, read_all_confluent,
                                      read_all_kafka_python)
 
@@ -125,13 +126,15 @@ def test_three_nodes_acks_all_and_failover(kafka3, topic):
 # -- tansu ----------------------------------------------------------------------------------------
 
 def test_tansu_metadata_and_produce(tansu):
-    from confluent_kafka.admin import AdminClient
-    from kafka import KafkaProducer
+    from kafka import KafkaAdminClient, KafkaProducer
 
     t = tansu.create_topic("harness-tansu", 3)
-    md = AdminClient({"bootstrap.servers": tansu.bootstrap_servers}).list_topics(timeout=10)
-    assert len(md.brokers) == 1
-    assert len(md.topics[t].partitions) == 3
+    admin = KafkaAdminClient(bootstrap_servers=tansu.bootstrap_servers)
+    try:
+        assert len(admin.describe_cluster()["brokers"]) == 1
+        assert len(admin.describe_topics([t])[0]["partitions"]) == 3
+    finally:
+        admin.close()
     prod = KafkaProducer(bootstrap_servers=tansu.bootstrap_servers, acks=1)
     try:
         mds = [prod.send(t, key=b"k%d" % i, value=b"v%d" % i, partition=i % 3).get(10)
@@ -237,7 +240,7 @@ def test_compare_reports_first_difference():
 
 def test_java_producer_performance(kafka, topic):
     require_real_kafka(kafka)
-    from pyprod.testing.kafka_libs import java_command
+    from tests.harness.kafka_cluster import java_command
 
     t = topic(partitions=2)
     argv = java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", t,
@@ -260,7 +263,8 @@ def test_cli_prints_bootstrap_and_stops_on_sigterm(kafka):
     # kcore compiled for the interpreter, ahead of the checkout's src/)
     here = [os.path.dirname(os.path.dirname(m.__file__)) for m in (kcore, pyprod)]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in [*here, env.get("PYTHONPATH")] if p))
-    proc = subprocess.Popen([sys.executable, "-m", "pyprod.testing.kafka_cluster",
+    port = free_ports(1)[0]
+    proc = subprocess.Popen([sys.executable, "-m", "pyprod.local_broker.cli", "--port", str(port),
                              "--topic", "cli-topic:2"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
