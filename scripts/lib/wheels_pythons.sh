@@ -8,13 +8,16 @@
 # the JavaCPP project: bin, lib, include). aarch64: Debian's arm64 python3.11 (bookworm) and
 # python3.13 (trixie) unpacked by mmdebstrap, org.bytedeco:cpython linux-arm64 for 3.10, 3.12 and
 # 3.14 (run with bookworm's arm64 libc), all under qemu-aarch64.
-# Free-threaded builds with no interpreter here (Debian and org.bytedeco have none for arm64):
-# the same version's headers with Py_GIL_DISABLED defined, which is all --disable-gil changes
-# in pyconfig.h; such a wheel is built and checked but not run.
+# Free-threaded arm64 (cp313t, cp314t; Debian and org.bytedeco have none): CPython cross-built
+# here (scripts/lib/cpython_arm64.sh; PYPROD_FT_ARM64_BUILD=1 builds it) runs cp314t under
+# qemu-aarch64 with bookworm's root. Otherwise, and for cp313t (not yet: it also needs a 3.13t
+# arm64 build and cramjam 2.11.0 cross-built for it), the same version's headers with
+# Py_GIL_DISABLED defined, which is all --disable-gil changes in pyconfig.h: built, not run.
 
 declare -A JAR_VERSION=([3.10]=3.10.8-1.5.8 [3.12]=3.12.1-1.5.10 [3.13]=3.13.5-1.5.12
                         [3.14]=3.14.3-1.5.13)
 PY_CACHE=${PYPROD_PYTHONS_CACHE:-$HOME/.cache/pyprod}
+. "$(dirname "${BASH_SOURCE[0]}")/cpython_arm64.sh"
 
 # the unpacked install of an org.bytedeco:cpython jar (VERSION CLASSIFIER), fetched with mvn
 jar_prefix() {
@@ -109,6 +112,12 @@ locate_python() {
     [ -n "$py" ] || { P_DESC="no CPython $ver$ft here"; return 1; }
     native_inc "$py" "$ft" || return 1; P_RUN=("$py")
     return 0
+  fi
+  if [ -n "$ft" ] && [ "$ver" = 3.14 ] && p=$(ft_arm64_python "$ver"); then
+    root=$(debian_root bookworm 3.11) || return 1  # its libc, libssl, libffi for qemu -L
+    make_inc "$p/include/python${ver}t" "$p/include/python${ver}t/pyconfig.h" t || return 1
+    P_DESC="$(sed -n 's/^#define PY_VERSION *"\(.*\)"/\1/p' "$P_INC/patchlevel.h") free-threaded (cross-built here: $p)"
+    P_RUN=(qemu-aarch64 -L "$root" "$p/bin/python${ver}t"); return 0
   fi
   case $ver in
     3.11|3.13)
