@@ -12,7 +12,7 @@ not import it.
 import importlib.util
 
 from kcore.errors import UnsupportedCodecError
-from kcore.shared.lz4_frame import lz4_frame
+from kcore.lz4_frame import lz4_frame
 
 __all__ = ["CompressionType", "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "TYPES", "NAMES",
            "CODECS", "for_name", "for_id"]

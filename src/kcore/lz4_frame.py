@@ -1,10 +1,11 @@
-"""The LZ4 frame of a compressed record batch, the same in both implementations.
+"""The LZ4 frame of a compressed record batch (one module: both implementations compress through
+kcore.compression_type, which is plain Python).
 
 Kafka reads LZ4 frames with independent blocks (KIP-57) and no content checksum, as Java writes
 them. The frame is written here around cramjam's block compressor, which runs without the GIL
 (its streaming compressor holds it): one block per batch up to 4 MiB, the block size the
 smallest of LZ4's four that holds the batch, fast mode as kafka-python and librdkafka.
-kcore.compression_type's LZ4 entry writes with it; cramjam is imported on first use.
+cramjam is imported on first use.
 """
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_FLG = 0x60  # version 01, independent blocks; no block or content checksum, no size
