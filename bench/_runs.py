@@ -96,7 +96,7 @@ _JAVA_FINAL = re.compile(
 
 
 def run_java(spec, timeout):
-    from pyprod.testing.kafka_libs import java_command
+    from tests.harness.kafka_cluster import java_command
 
     props = [f"acks={spec['acks']}", f"linger.ms={spec['linger_ms']}",
              f"enable.idempotence={str(spec['idempotent']).lower()}"]
@@ -146,7 +146,7 @@ class Broker:
 
     def __enter__(self):
         if not self.bootstrap:
-            from pyprod.testing import KafkaCluster
+            from tests.harness.kafka_cluster import KafkaCluster
             from tests.harness.security import SecureKafkaCluster
             print("starting a 1-node Kafka broker ...", file=sys.stderr, flush=True)
             self.cluster = (SecureKafkaCluster(kerberos=False) if self.secured

@@ -32,7 +32,7 @@ def machine_info() -> dict:
 def versions(clients) -> dict:
     import kcore
     import pyprod as pp
-    from pyprod.testing.kafka_libs import DEFAULT_KAFKA_VERSION
+    from pyprod.local_broker.jars import DEFAULT_KAFKA_VERSION
 
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))  # the repository root: tests.harness
 
 import compare  # noqa: E402
-from pyprod.testing.kafka_cluster import KafkaCluster  # noqa: E402
+from tests.harness.kafka_cluster import KafkaCluster  # noqa: E402
 from tests.harness.fault_injector import KINDS  # noqa: E402
 from tests.harness.fault_run import (  # noqa: E402
     CLIENTS, PRODUCER_CONFIG, SHORT_DELIVERY_TIMEOUT, run_under_faults)

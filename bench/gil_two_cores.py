@@ -275,7 +275,8 @@ def main(argv=None) -> int:
                 admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
                 time.sleep(1.0)
         else:
-            from pyprod.testing import KafkaCluster
+            sys.path.insert(1, os.path.dirname(HERE))  # the repository root: tests.harness
+            from tests.harness.kafka_cluster import KafkaCluster
             print("starting a 1-node Kafka broker ...", file=sys.stderr, flush=True)
             cluster = KafkaCluster(nodes=1).start()
             bootstrap = cluster.bootstrap_servers

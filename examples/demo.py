@@ -2,7 +2,7 @@
 
     python examples/demo.py [--records 1000000] [--value-size 100] [--partitions 6]
 
-Starts a 1-node Kafka broker (pyprod.testing.KafkaCluster; Java 17+ and Maven needed, jars
+Starts a 1-node Kafka broker (pyprod.local_broker.LocalBroker; Java 17+ and Maven needed, jars
 fetched once) unless --bootstrap-servers is given, creates a topic, sends the records from one
 thread through pyprod.KafkaProducer, prints records/s and MB/s (first send() until flush()
 returns), then reads the topic back with a client this project did not write (confluent-kafka
@@ -27,7 +27,7 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import kcore  # noqa: E402
 import pyprod  # noqa: E402
 from pyprod import KafkaProducer  # noqa: E402
-from pyprod.testing import KafkaCluster  # noqa: E402
+from pyprod.local_broker import LocalBroker  # noqa: E402
 from tests.harness import readback  # noqa: E402
 
 SEQ = 8  # bytes of sequence number at the start of each value
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
             bootstrap = args.bootstrap_servers
         else:
             print("starting a local 1-node Apache Kafka broker ...", flush=True)
-            cluster = KafkaCluster(nodes=1).start()
+            cluster = LocalBroker().start()
             bootstrap = cluster.bootstrap_servers
             print(f"Kafka {cluster.version} on {bootstrap} (up in "
                   f"{cluster.startup_seconds:.1f}s)", flush=True)

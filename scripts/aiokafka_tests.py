@@ -11,7 +11,7 @@
    ``aiokafka.errors`` imports stay: code that catches aiokafka's classes must work
    unchanged (pyprod.aio.errors). A conftest.py there takes
    tests/compat_aio/aiokafka_conftest.py's fixtures (a real Kafka broker from
-   pyprod.testing.KafkaCluster, in place of aiokafka's Docker one).
+   tests.harness.kafka_cluster.KafkaCluster, in place of aiokafka's Docker one).
 3. Run with pytest (scripts/kafka_python_tests.py's runner and result hooks). Tests listed in
    tests/compat_aio/aiokafka_excluded.txt (they read or mock aiokafka internals) are deselected
    with their reason; every other test must pass.

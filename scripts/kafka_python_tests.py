@@ -15,7 +15,7 @@
    pyprod's, and ``kafka.errors`` for ``pyprod.errors`` (pyprod raises its own classes with
    kafka-python's names; porting code changes that import too; --kafka-errors keeps
    kafka-python's). A conftest.py there takes tests/compat/kafka_python_conftest.py's fixtures (a
-   real Kafka broker from pyprod.testing.KafkaCluster, in place of kafka-python's own setup).
+   real Kafka broker from tests.harness.kafka_cluster.KafkaCluster, in place of kafka-python's own setup).
 3. Run with pytest. Tests that never use KafkaProducer (kafka-python's Sender, accumulator, ... on
    their own) are not run; tests listed in tests/compat/kafka_python_excluded.txt (they read
    kafka-python internals) are deselected with their reason. Every other test must pass.

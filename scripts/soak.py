@@ -64,9 +64,9 @@ def main(argv=None):
     impls = ["compiled", "pure"] if args.impl == "both" else [args.impl]
     cluster = None
     if args.bootstrap is None:
-        from pyprod.testing.kafka_cluster import KafkaCluster
+        from pyprod.local_broker import LocalBroker
 
-        cluster = KafkaCluster(nodes=1).start()
+        cluster = LocalBroker().start()
         args.bootstrap = cluster.bootstrap_servers
     admin = _admin(args.bootstrap)
     workdir = tempfile.mkdtemp(prefix="pyprod-soak-")

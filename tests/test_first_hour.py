@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from pyprod import KafkaProducer, errors
-from pyprod.testing.processes import free_ports
+from pyprod.local_broker.processes import free_ports
 from tests.harness.readback import read_all_kafka_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

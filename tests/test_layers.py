@@ -15,9 +15,7 @@ OWN = ("kcore", "pyprod")
 # function-level imports of our own modules, each for a reason that is not a cycle
 DEFERRED = {
     ("pyprod/spark/__init__.py", "pyprod.spark.datasource"): "needs pyspark",
-    # no longer POSIX only (file_lock): perf.py may import them at the top, and these go
-    ("pyprod/perf.py", "pyprod.testing.kafka_cluster"): "--embedded only (was: fcntl)",
-    ("pyprod/perf.py", "pyprod.testing.kafka_libs"): "--embedded only (was: fcntl)",
+    ("pyprod/perf.py", "pyprod.local_broker"): "--embedded only: the broker's modules",
 }
 
 

@@ -49,7 +49,7 @@ for pkg in (pyprod, kcore):
             importlib.import_module(m.name)
         except Exception as e:
             failed.append((m.name, repr(e)))
-import tests.harness.fixtures, pyprod.testing.broker_cli, pyprod.spark.producer_cache as pc
+import tests.harness.fixtures, pyprod.local_broker.cli, pyprod.spark.producer_cache as pc
 cache = pc.ProducerCache(evictor=False)
 from tests.harness.forked import run_isolated
 ran = []
@@ -74,11 +74,11 @@ def test_windows_like_hides_posix_names_from_our_code(name):
 
 
 def test_file_lock_excludes_another_process(tmp_path):
-    """kafka_libs.file_lock (flock here, msvcrt.locking on Windows): a second process gets the
+    """jars.file_lock (flock here, msvcrt.locking on Windows): a second process gets the
     lock only after the first lets it go, so it always finds the first one's mark."""
-    from pyprod.testing.kafka_libs import file_lock
+    from pyprod.local_broker.jars import file_lock
     lock, mark = tmp_path / ".lock", tmp_path / "released"
-    code = ("import os, sys; from pyprod.testing.kafka_libs import file_lock\n"
+    code = ("import os, sys; from pyprod.local_broker.jars import file_lock\n"
             "print('locking', flush=True)\n"
             "with file_lock(sys.argv[1]):\n"
             "    print(os.path.exists(sys.argv[2]))\n")

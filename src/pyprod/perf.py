@@ -371,11 +371,10 @@ def main(argv=None) -> int:
     producer = None
     try:
         if args.embedded:
-            from pyprod.testing.kafka_cluster import KafkaCluster
-            from pyprod.testing.kafka_libs import KafkaLibsUnavailable
+            from pyprod.local_broker import KafkaLibsUnavailable, LocalBroker
             print("starting an embedded Kafka broker ...", file=sys.stderr, flush=True)
             try:
-                cluster = KafkaCluster(nodes=1).start()
+                cluster = LocalBroker().start()
             except KafkaLibsUnavailable as e:
                 print(f"pyprod-perf: --embedded needs Java 17+ and Maven: {e}", file=sys.stderr)
                 return 1

@@ -6,7 +6,7 @@ star-imports this module (as tests/conftest.py does with tests/harness/fixtures.
 own integration conftest starts brokers its own way (a downloaded Kafka, ZooKeeper); this
 replaces it with the fixtures its producer tests use, backed by our KafkaCluster:
 
-kafka_broker              one-node Apache Kafka (pyprod.testing.KafkaCluster), session-scoped,
+kafka_broker              one-node Apache Kafka (tests.harness.kafka_cluster.KafkaCluster), session-scoped,
                           num.partitions=4 as kafka-python's fixture sets
 topic                     a new 4-partition topic's name (kafka-python's meaning, not tests/'s
                           factory)
@@ -44,8 +44,8 @@ import pytest
 
 import pyprod.config
 from pyprod import KafkaProducer
-from pyprod.testing.kafka_cluster import KafkaCluster
-from pyprod.testing.kafka_libs import DEFAULT_KAFKA_VERSION
+from tests.harness.kafka_cluster import KafkaCluster
+from pyprod.local_broker.jars import DEFAULT_KAFKA_VERSION
 
 EXCLUDED_FILE = Path(__file__).with_name("kafka_python_excluded.txt")
 BROKER_VERSION = os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION

@@ -7,7 +7,7 @@ swapped for ``pyprod.aio.AIOKafkaProducer`` in the test modules (not in ``_testu
 writes a ``conftest.py`` there that star-imports this module. aiokafka's conftest starts its
 broker in Docker; this replaces what its producer tests use:
 
-kafka_server        one-node Apache Kafka (pyprod.testing.KafkaCluster), session-scoped, with
+kafka_server        one-node Apache Kafka (tests.harness.kafka_cluster.KafkaCluster), session-scoped, with
                     num.partitions=2 as aiokafka's Docker image has
 loop                a class-scoped event loop, as aiokafka's
 setup_test_class    what KafkaIntegrationTestCase reads: loop, hosts, kafka_host, kafka_port,
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import pyprod.aio
-from pyprod.testing.kafka_cluster import KafkaCluster
+from tests.harness.kafka_cluster import KafkaCluster
 from tests.compat.kafka_python_conftest import (  # noqa: F401 (pytest hooks)
     BROKER_VERSION, _deselected, _unused_exclusions, exclusion_for, load_exclusions,
     pytest_collectreport, pytest_runtest_logreport, pytest_sessionfinish)

@@ -3,8 +3,8 @@ and an MIT Kerberos KDC (``kdc``), tansu, librdkafka's mock cluster, independent
 (``readback``), and for faults ``hostile_broker``, ``kafka_proxy``, ``fault_injector``/
 ``fault_run`` and ``fuzz``/``fuzz_targets``; ``forked`` runs a test's code in a forked child;
 ``windows_like`` hides POSIX from our code (the wheel test step's portability check);
-``fixtures`` holds the pytest fixtures. The plain Apache Kafka cluster is the public
-:mod:`pyprod.testing.kafka_cluster`.
+``fixtures`` holds the pytest fixtures; ``kafka_cluster`` runs Apache Kafka on more nodes and
+inflicts node faults (on the package's one-node :mod:`pyprod.local_broker`).
 
 Importable as ``tests.harness`` with the repository root on ``sys.path`` (pytest's
 ``pythonpath``; bench/ and scripts/ add it themselves).

@@ -37,7 +37,7 @@ __all__ = ["Fault", "FaultInjector", "KINDS"]
 
 KINDS = ("kill_leader", "pause", "restart", "kill_controller")
 
-log = logging.getLogger("pyprod.testing.faults")
+log = logging.getLogger("tests.harness.faults")
 
 
 @dataclass

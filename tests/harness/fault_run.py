@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from pyprod.testing.kafka_libs import java_command
+from tests.harness.kafka_cluster import java_command
 
 from .fault_injector import FaultInjector
 from .readback import read_all_kafka_python
@@ -30,7 +30,7 @@ __all__ = ["CLIENTS", "PRODUCER_CONFIG", "SHORT_DELIVERY_TIMEOUT", "Audit", "Run
            "log_sequences", "record", "parse_value", "run_under_faults"]
 
 CLIENTS = ("pyprod", "kafka-python", "confluent-kafka")
-log = logging.getLogger("pyprod.testing.faults")
+log = logging.getLogger("tests.harness.faults")
 KEYS = 256
 SAMPLE = 20  # ids kept per kind of problem, for the report
 

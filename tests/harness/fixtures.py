@@ -31,8 +31,8 @@ import warnings
 
 import pytest
 
-from pyprod.testing.kafka_cluster import KafkaCluster
-from pyprod.testing.kafka_libs import KafkaLibsUnavailable, java_executable
+from tests.harness.kafka_cluster import KafkaCluster
+from pyprod.local_broker.jars import KafkaLibsUnavailable, java_executable
 
 from .mock_cluster import MockCluster
 from .security import SecureKafkaCluster

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from pyprod.testing.processes import free_ports, live, spawn, terminate
+from pyprod.local_broker.processes import free_ports, live, spawn, terminate
 
 __all__ = ["KerberosKDC", "KDCUnavailable", "REALM"]
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 
-from pyprod.testing.processes import live, spawn, terminate
+from pyprod.local_broker.processes import live, spawn, terminate
 
 __all__ = ["MockCluster", "MockClusterError", "ApiKey", "Err"]
 

@@ -52,8 +52,8 @@ import shutil
 import tempfile
 
 from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
-from pyprod.testing.kafka_cluster import KafkaCluster
-from pyprod.testing.processes import free_ports
+from tests.harness.kafka_cluster import KafkaCluster
+from pyprod.local_broker.processes import free_ports
 
 from .certificates import Certificates, make_certificates
 from .kdc import KerberosKDC

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from pyprod.testing.processes import free_ports, live, spawn, terminate
+from pyprod.local_broker.processes import free_ports, live, spawn, terminate
 
 __all__ = ["SparkConnectServer", "spark_connect_server", "spark_connect",
            "connect_mode", "CONNECT_CLASS"]

@@ -19,7 +19,7 @@ import re
 import time
 import warnings
 
-from pyprod.testing.kafka_libs import KafkaLibsUnavailable, maven_libs, run_maven
+from pyprod.local_broker.jars import KafkaLibsUnavailable, maven_libs, run_maven
 
 __all__ = ["spark_kafka_jars", "pyspark_artifacts", "ARTIFACT", "FALLBACK_VERSIONS"]
 

@@ -13,7 +13,7 @@ import socket
 import tempfile
 import time
 
-from pyprod.testing.processes import free_ports, live, spawn, terminate
+from pyprod.local_broker.processes import free_ports, live, spawn, terminate
 
 __all__ = ["TansuBroker", "tansu_binary"]
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from pyprod import KafkaProducer
-from pyprod.testing.kafka_cluster import KafkaCluster
+from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.readback import read_all_kafka_python
 
 WAIT = 300  # bound on every flush and fault (seconds)

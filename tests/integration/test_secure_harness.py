@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from pyprod.testing.kafka_libs import java_command, java_executable
+from pyprod.local_broker.jars import java_executable
+from tests.harness.kafka_cluster import java_command
 from tests.harness.readback import (Sent, compare, confluent_security, read_all_confluent,
                                      read_all_kafka_python)
 from tests.harness.security import LISTENERS, REAUTH_MS

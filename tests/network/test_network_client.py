@@ -23,7 +23,8 @@ from pyprod.metadata import now_ms
 from pyprod.producer import metadata_for, network_client_for
 from pyprod.protocol import api_versions, header, produce
 from pyprod.protocol import metadata as metadata_api
-from pyprod.testing.processes import free_ports, stop_process
+from pyprod.local_broker.processes import free_ports
+from tests.harness.kafka_cluster import stop_process
 
 WAIT = 20.0  # upper bound (s) on any wait; tests normally finish far sooner
 

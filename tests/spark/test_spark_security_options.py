@@ -13,7 +13,7 @@ from pyprod.errors import KafkaConfigurationError
 from pyprod.sasl.unsecured_jws import UnsecuredTokenProvider
 from pyprod.spark import jaas, options, stores, writer
 from pyprod.spark.producer_cache import config_key
-from pyprod.testing.kafka_libs import java_executable
+from pyprod.local_broker.jars import java_executable
 from tests.harness.security import make_certificates
 
 SECRET = "Hunter2-s3cret"        # a password that must never show up anywhere

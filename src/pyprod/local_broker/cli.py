@@ -18,8 +18,8 @@ import socket
 import sys
 import time
 
-from pyprod.testing.kafka_cluster import KafkaCluster
-from pyprod.testing.kafka_libs import DEFAULT_KAFKA_VERSION
+from .broker import LocalBroker
+from .jars import DEFAULT_KAFKA_VERSION
 
 _STOP_SIGNALS = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                  if hasattr(signal, name)]
@@ -69,7 +69,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _formatted_cluster_id(cluster: KafkaCluster) -> str | None:
+def _formatted_cluster_id(cluster: LocalBroker) -> str | None:
     """The cluster id of an earlier run's data (a restart must keep it), or None."""
     try:
         with open(os.path.join(cluster.node_dir(0), "data", "meta.properties")) as f:
@@ -82,7 +82,7 @@ def _formatted_cluster_id(cluster: KafkaCluster) -> str | None:
     return None
 
 
-def _create_topics(cluster: KafkaCluster, topics) -> list[str]:
+def _create_topics(cluster: LocalBroker, topics) -> list[str]:
     existing = cluster.admin().list_topics(timeout=10).topics
     out = []
     for name, partitions in topics:
@@ -105,10 +105,10 @@ def main(argv=None) -> int:
     data_dir = os.path.abspath(os.path.expanduser(args.data_dir)) if args.data_dir else None
     if data_dir:
         os.makedirs(data_dir, exist_ok=True)
-    if importlib.util.find_spec("confluent_kafka") is None:  # the harness's admin client
+    if importlib.util.find_spec("confluent_kafka") is None:  # create_topic's admin client
         _say("needs confluent-kafka: pip install 'pyprod[broker]' (or the test extras)")
         return 1
-    cluster = KafkaCluster(1, log_dir=data_dir, version=args.kafka_version, ports=[args.port])
+    cluster = LocalBroker(args.port, log_dir=data_dir, version=args.kafka_version)
     if data_dir:
         cluster.cluster_id = _formatted_cluster_id(cluster) or cluster.cluster_id
     for sig in _STOP_SIGNALS:  # SIGTERM and SIGHUP stop it as Ctrl-C does

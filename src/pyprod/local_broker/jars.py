@@ -1,6 +1,6 @@
 """The Kafka jars (resolved once with Maven through ``pom.xml`` beside this file, cached outside
 the source tree: ``$PYPROD_KAFKA_CACHE`` or ``~/.cache/pyprod/kafka-<version>``) and the java
-command lines that run them."""
+executable that runs them."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import subprocess
 import time
 
 __all__ = ["DEFAULT_KAFKA_VERSION", "KafkaLibsUnavailable", "ensure_kafka_libs",
-           "java_command", "java_executable", "maven_libs", "run_maven"]
+           "java_executable", "maven_libs", "run_maven"]
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
 STAMP = "pyprod-libs.stamp"
 
-log = logging.getLogger("pyprod.testing")
+log = logging.getLogger("pyprod.local_broker")
 
 
 class KafkaLibsUnavailable(RuntimeError):
@@ -127,12 +127,3 @@ def file_lock(path: str):
             fcntl.flock(f, fcntl.LOCK_EX)
             yield  # closing the file lets it go
 
-
-def java_command(main_class: str, *args: str, heap: str = "256m",
-                 version: str | None = None, jvm_opts=()) -> list[str]:
-    """argv running ``main_class`` on the cached Kafka classpath, e.g.
-    ``java_command("org.apache.kafka.tools.ProducerPerformance", "--topic", t, ...)``.
-    Java logging goes through log4j2 with no configuration, i.e. errors only, to stdout."""
-    libs = ensure_kafka_libs(version)
-    return [java_executable(), f"-Xmx{heap}", "-XX:-UsePerfData", *jvm_opts,
-            "-cp", os.path.join(libs, "*"), main_class, *args]

@@ -1,6 +1,6 @@
-"""Child processes of the harnesses (brokers, the KDC, tansu, the mock cluster): free ports on
-127.0.0.1, a child that dies with this process, and stopping, pausing and killing one. Every
-running harness joins ``live`` and is stopped at exit."""
+"""The broker's child processes: free ports on 127.0.0.1, a child that dies with this process,
+and stopping one (its whole process group). Every running broker joins ``live`` and is stopped
+at exit."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import weakref
 
-__all__ = ["free_ports", "live", "signal_group", "spawn", "stop_process", "terminate"]
+__all__ = ["free_ports", "live", "signal_group", "spawn", "terminate"]
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -148,7 +147,7 @@ def signal_group(proc: subprocess.Popen, *, kill: bool = False) -> None:
             proc.kill()
 
 
-# Every running broker harness (KafkaCluster, MockCluster, TansuBroker): stopped at exit.
+# Every running broker (LocalBroker; the repository's test harnesses too): stopped at exit.
 live = weakref.WeakSet()
 
 
@@ -158,31 +157,3 @@ def _stop_all() -> None:
         with contextlib.suppress(Exception):
             c.stop(timeout=5)
 
-
-def stop_process(pid: int, timeout: float = 10.0) -> None:
-    """SIGSTOP ``pid`` and wait until all its threads have stopped (POSIX only)."""
-    if not hasattr(signal, "SIGSTOP"):
-        raise NotImplementedError("pausing a process needs SIGSTOP (POSIX)")
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + timeout
-    while not _all_threads_stopped(pid) and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
-def _all_threads_stopped(pid: int) -> bool:
-    """True once every thread of ``pid`` is in the stopped state (Linux procfs; elsewhere, after
-    a short grace period)."""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        time.sleep(0.2)
-        return True
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue  # the thread ended
-        if state not in ("T", "t"):
-            return False
-    return True

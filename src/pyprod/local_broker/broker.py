@@ -1,41 +1,26 @@
-"""A real Apache Kafka (KRaft) cluster on 127.0.0.1 for tests and benchmarks.
-
-The broker jars are kafka_libs.py's (resolved with Maven, cached); the processes are
-processes.py's. Every node runs in combined mode (``process.roles=broker,controller``); node ``i`` has
-``node.id=i`` so :meth:`KafkaCluster.leader_of` answers an index usable with
-:meth:`stop_node` / :meth:`kill_node` / :meth:`start_node`.
-
-CLI: ``python -m pyprod.testing.kafka_cluster [--nodes N]`` prints the bootstrap servers and
-runs until Ctrl-C / SIGTERM.
+"""A local Apache Kafka 4.x broker (KRaft, one node in combined broker+controller mode) on
+127.0.0.1, for demos, ``pyprod-perf --embedded`` and ``pyprod-broker``. The jars are jars.py's
+(resolved with Maven, cached); the JVM is a child process (processes.py) stopped with this one.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
-import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import uuid
 
-from .kafka_libs import DEFAULT_KAFKA_VERSION, ensure_kafka_libs, java_executable
-from .processes import free_ports, live, signal_group, spawn, stop_process, terminate
+from .jars import DEFAULT_KAFKA_VERSION, ensure_kafka_libs, java_executable
+from .processes import free_ports, live, signal_group, spawn, terminate
 
-__all__ = ["KafkaCluster"]
+__all__ = ["LocalBroker"]
 
-log = logging.getLogger("pyprod.testing")
-
-# ---------------------------------------------------------------------------------------------
-# cluster
 
 _LOG4J2 = """\
 status = warn
@@ -62,27 +47,26 @@ def _random_cluster_id() -> str:
 
 
 def _quiet_logger():
-    lg = logging.getLogger("pyprod.testing.rdkafka")
+    lg = logging.getLogger("pyprod.local_broker.rdkafka")
     lg.propagate = False
     lg.addHandler(logging.NullHandler())
     return lg
 
 
-class KafkaCluster:
-    """``nodes`` Kafka 4.x processes in KRaft combined mode on free 127.0.0.1 ports."""
+class LocalBroker:
+    """Apache Kafka 4.x in KRaft combined mode on 127.0.0.1: ``port`` for clients (default: a
+    free one), data and logs in ``log_dir`` (default: a temp dir, removed by :meth:`stop`).
 
+    ``with LocalBroker() as b: ...`` or ``b = LocalBroker().start(); ...; b.stop()``;
+    :meth:`create_topic` needs confluent-kafka (the ``broker`` extra)."""
+
+    nodes = 1  # node i has node.id=i; the repository's test harness runs more
     format_args: tuple = ()  # extra `kafka-storage format` arguments (subclasses: --add-scram)
 
-    def __init__(self, nodes: int = 1, log_dir: str | None = None,
+    def __init__(self, port: int | None = None, log_dir: str | None = None,
                  broker_props: dict | None = None, *, version: str | None = None,
-                 heap: str | None = None, jvm_opts: list[str] | None = None,
-                 ports: list[int] | None = None):
-        if not isinstance(nodes, int) or not 1 <= nodes <= 9:
-            raise ValueError(f"nodes must be an int in 1..9, got {nodes!r}")
-        if ports is not None and len(ports) != nodes:
-            raise ValueError(f"ports: one client port per node, got {ports!r}")
-        self._want_ports = list(ports or [])  # client listener ports (default: free ones)
-        self.nodes = nodes
+                 heap: str | None = None, jvm_opts: list[str] | None = None):
+        self._want_ports = [port] if port else []  # client listener ports (default: free ones)
         self.version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
         self._own_dir = log_dir is None
         self.log_dir = log_dir  # a temp dir is made by start() when None
@@ -90,7 +74,7 @@ class KafkaCluster:
         self.heap = heap or os.environ.get("PYPROD_KAFKA_HEAP") or "512m"
         self.jvm_opts = list(jvm_opts or [])
         self.cluster_id = _random_cluster_id()
-        self._procs: list[subprocess.Popen | None] = [None] * nodes
+        self._procs: list[subprocess.Popen | None] = [None] * self.nodes
         self._ports: list[int] = []
         self._ctl_ports: list[int] = []
         self._libs: str | None = None
@@ -107,13 +91,13 @@ class KafkaCluster:
             raise RuntimeError("cluster not started")
         return ",".join(f"127.0.0.1:{p}" for p in self._ports)
 
-    def node_bootstrap(self, i: int) -> str:
+    def node_bootstrap(self, i: int = 0) -> str:
         return f"127.0.0.1:{self._ports[self._check(i)]}"
 
-    def node_dir(self, i: int) -> str:
+    def node_dir(self, i: int = 0) -> str:
         return os.path.join(self.log_dir, f"node-{self._check(i)}")
 
-    def node_log(self, i: int) -> str:
+    def node_log(self, i: int = 0) -> str:
         return os.path.join(self.node_dir(i), "server.log")
 
     def _check(self, i: int) -> int:
@@ -121,43 +105,9 @@ class KafkaCluster:
             raise ValueError(f"node index must be in 0..{self.nodes - 1}, got {i!r}")
         return i
 
-    def is_running(self, i: int) -> bool:
+    def is_running(self, i: int = 0) -> bool:
         p = self._procs[self._check(i)]
         return p is not None and p.poll() is None
-
-    def cpu_seconds(self, i: int = 0) -> float | None:
-        """CPU time (user + system) the node's JVM has used so far; None if not running."""
-        p = self._procs[self._check(i)]
-        if p is None or p.poll() is not None:
-            return None
-        try:
-            with open(f"/proc/{p.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def thread_cpu_seconds(self, i: int = 0) -> dict | None:
-        """CPU seconds so far of the node's JVM by thread name (e.g. "C2 CompilerThre", as the
-        kernel truncates it); None if not running."""
-        p = self._procs[self._check(i)]
-        if p is None or p.poll() is not None or not hasattr(os, "sysconf"):  # Linux procfs
-            return None
-        tick, out = os.sysconf("SC_CLK_TCK"), {}
-        try:
-            tasks = os.listdir(f"/proc/{p.pid}/task")
-        except OSError:
-            return None
-        for tid in tasks:
-            try:
-                with open(f"/proc/{p.pid}/task/{tid}/stat") as f:
-                    stat = f.read()
-            except OSError:  # the thread ended
-                continue
-            name = stat[stat.index("(") + 1:stat.rindex(")")]
-            fields = stat.rsplit(")", 1)[1].split()
-            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
-        return out
 
     # -- configuration ---------------------------------------------------------------------------
     def _props(self, i: int) -> dict:
@@ -226,7 +176,7 @@ class KafkaCluster:
         ]
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self, timeout: float = 90.0) -> "KafkaCluster":
+    def start(self, timeout: float = 90.0) -> "LocalBroker":
         """Format storage (first time), start every node, wait until all brokers are up."""
         t0 = time.monotonic()
         self._libs = ensure_kafka_libs(self.version)
@@ -252,8 +202,6 @@ class KafkaCluster:
         return self
 
     def _format(self, cfgs: list[str]) -> None:
-        # One StorageTool run (a JVM start) for node 0; the other nodes get a copy of its
-        # bootstrap.checkpoint and their own meta.properties, which is all `format` writes.
         out = os.path.join(self.node_dir(0), "format.log")
         argv = self._java(0, "kafka.tools.StorageTool", "format", "--config", cfgs[0],
                           "--cluster-id", self.cluster_id, "--ignore-formatted",
@@ -263,15 +211,6 @@ class KafkaCluster:
         if p.wait(120) != 0:
             with open(out, errors="replace") as f:
                 raise RuntimeError(f"kafka storage format failed:\n{f.read()[-3000:]}")
-        src = self._props(0)["log.dirs"]
-        for i in range(1, self.nodes):
-            dst = self._props(i)["log.dirs"]
-            os.makedirs(dst, exist_ok=True)
-            shutil.copyfile(os.path.join(src, "bootstrap.checkpoint"),
-                            os.path.join(dst, "bootstrap.checkpoint"))
-            with open(os.path.join(dst, "meta.properties"), "w") as f:
-                f.write(f"node.id={i}\ndirectory.id={_random_cluster_id()}\nversion=1\n"
-                        f"cluster.id={self.cluster_id}\n")
         self._formatted = True
 
     def _cds_opts(self, i: int) -> list[str]:
@@ -371,35 +310,7 @@ class KafkaCluster:
             shutil.rmtree(self.log_dir, ignore_errors=True)
             self._formatted = False  # a later start() formats afresh
 
-    def stop_node(self, i: int, timeout: float = 30.0) -> None:
-        """Clean shutdown of node ``i`` (SIGTERM, SIGKILL after ``timeout``); its data stays."""
-        terminate(self._procs[self._check(i)], timeout)
-        if i == 0:
-            self._cds_collect(self._procs[0])
-        self._procs[i] = None
-
-    def kill_node(self, i: int) -> None:
-        """SIGKILL node ``i`` (a crash); its data stays."""
-        terminate(self._procs[self._check(i)], kill=True)
-        if i == 0:
-            self._cds_collect(self._procs[0])
-        self._procs[i] = None
-
-    def pause_node(self, i: int) -> None:
-        """SIGSTOP node ``i``: it keeps its connections but answers nothing (a hung broker).
-        Returns once every thread of the JVM has stopped: SIGSTOP is asynchronous, and a
-        request sent meanwhile could still be answered."""
-        stop_process(self._procs[self._check(i)].pid)
-
-    def resume_node(self, i: int) -> None:
-        os.kill(self._procs[self._check(i)].pid, signal.SIGCONT)
-
-    def start_node(self, i: int, timeout: float = 60.0) -> None:
-        """Restart node ``i`` on its old ports and log dirs; wait until it is a live broker."""
-        self._launch(self._check(i))
-        self.wait_ready([i], timeout=timeout)
-
-    def __enter__(self) -> "KafkaCluster":
+    def __enter__(self) -> "LocalBroker":
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -447,42 +358,6 @@ class KafkaCluster:
                 raise TimeoutError(f"topic {name!r} not ready after {timeout}s")
             time.sleep(0.05)
 
-    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
-        self.admin().delete_topics([name], operation_timeout=timeout)[name].result(timeout)
-
-    def leader_of(self, topic: str, partition: int, timeout: float = 10.0) -> int:
-        """Node index (== node.id) leading ``topic``/``partition``, waiting out elections."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(Exception):
-                t = self.admin().list_topics(topic, timeout=2).topics[topic]
-                leader = t.partitions[partition].leader
-                if leader >= 0:
-                    return leader
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}/{partition} has no leader after {timeout}s")
-            time.sleep(0.05)
-
-    def controller_id(self, timeout: float = 10.0) -> int:
-        """Node index of the active KRaft controller (the metadata quorum's leader), read from
-        the running nodes' ``quorum-state`` files (the newest epoch wins); waits out elections."""
-        deadline = time.monotonic() + timeout
-        while True:
-            best = (-1, -1)  # (epoch, leader)
-            for i in range(self.nodes):
-                path = os.path.join(self._props(i)["log.dirs"], "__cluster_metadata-0",
-                                    "quorum-state")
-                with contextlib.suppress(OSError, ValueError):
-                    if self.is_running(i):
-                        with open(path) as f:
-                            st = json.load(f)
-                        best = max(best, (st.get("leaderEpoch", -1), st.get("leaderId", -1)))
-            if 0 <= best[1] < self.nodes and self.is_running(best[1]):
-                return best[1]
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no active controller after {timeout}s (saw {best})")
-            time.sleep(0.05)
-
     # -- logs ------------------------------------------------------------------------------------
     def log_tail(self, n: int = 50, node: int | None = None) -> str:
         """Last ``n`` lines of each node's server.log (and of its stdout, if non-empty)."""
@@ -506,37 +381,5 @@ class KafkaCluster:
 
     def __repr__(self) -> str:
         state = self.bootstrap_servers if self._ports else "not started"
-        return f"<KafkaCluster {self.version} nodes={self.nodes} {state}>"
+        return f"<{type(self).__name__} {self.version} nodes={self.nodes} {state}>"
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pyprod.testing.kafka_cluster",
-                                 description="Run a local Kafka cluster until Ctrl-C/SIGTERM.")
-    ap.add_argument("--nodes", type=int, default=1)
-    ap.add_argument("--log-dir", default=None, help="keep data and logs here (default: temp)")
-    ap.add_argument("--topic", action="append", default=[],
-                    help="create NAME or NAME:PARTITIONS (repeatable)")
-    ap.add_argument("--version", default=None, help=f"Kafka version (default {DEFAULT_KAFKA_VERSION})")
-    args = ap.parse_args(argv)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    cluster = KafkaCluster(args.nodes, log_dir=args.log_dir, version=args.version)
-    cluster.start()
-    try:
-        for spec in args.topic:
-            name, _, parts = spec.partition(":")
-            cluster.create_topic(name, int(parts or 1))
-        print(cluster.bootstrap_servers, flush=True)
-        print(f"# Kafka {cluster.version}, {args.nodes} node(s), started in "
-              f"{cluster.startup_seconds:.1f}s, logs in {cluster.log_dir}", file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        cluster.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
