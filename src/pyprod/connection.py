@@ -160,16 +160,11 @@ class BrokerConnection(Link):
 
     def connect(self, now, timeout_ms):
         """Start a non-blocking connect. Raises KafkaConnectionError if it fails at once."""
-        if self.state != DISCONNECTED:
-            raise errors.IllegalStateError("connect() on a %s connection" % self.state)
-        self.last_attempt_ms = now
-        self.state = CONNECTING
-        self.error = None
-        self.api_versions = None
         if self._setup_timeout is not None:
             timeout_ms = self._setup_timeout(self.failed_attempts)
-        self.connect_deadline_ms = now + timeout_ms
-        self.last_activity_ms = now
+        self.start_connect(now, now + timeout_ms)  # (IllegalStateError unless DISCONNECTED)
+        self.last_attempt_ms = now
+        self.error = None
         if not (isinstance(self.port, int) and 0 < self.port < 65536):  # getaddrinfo wraps it
             raise errors.KafkaConnectionError("cannot connect to %r:%r: port out of range" % (
                 self.host, self.port))
@@ -180,7 +175,7 @@ class BrokerConnection(Link):
             # a host name IDNA cannot encode (label too long or empty) raises UnicodeError
             raise errors.KafkaConnectionError(
                 "cannot resolve/open %r:%s: %s" % (self.host, self.port, e)) from None
-        self.sock = sock
+        self.use_socket(sock)
         try:
             sock.setblocking(False)
             for option in self._socket_options:
@@ -214,13 +209,12 @@ class BrokerConnection(Link):
         if err:
             raise errors.KafkaConnectionError("connect to %s failed: %s" % (
                 self._peer(), errno.errorcode.get(err, err)))
-        self.last_activity_ms = now
+        self.touch(now)
         if self._proxy is not None:  # the SOCKS5 exchange first, in HANDSHAKING
             self._tunnel = Socks5Handshake(self._proxy, *self._target)
-            self.state = HANDSHAKING
-            self.hs_wants_write = True
+            self.start_handshake()
         else:
-            self._transport_ready()
+            self._transport_ready(now)
 
     def _peer(self):
         if self._proxy is None:
@@ -228,24 +222,21 @@ class BrokerConnection(Link):
         return "%s:%s through SOCKS5 proxy %s:%s" % (self.host, self.port, self._proxy.host,
                                                      self._proxy.port)
 
-    def _transport_ready(self):
+    def _transport_ready(self, now):
         """TCP (and the tunnel, if any) is up: plaintext goes to ApiVersions, TLS wraps the
         socket and starts its handshake."""
         if self._ssl_context is None:
-            self.state = CHECKING_API_VERSIONS
-            self.channel.attach(self.sock)  # Selector.select_io does its I/O from now on
+            self.transport_ready(now)
             return
         try:  # same descriptor, so the selector registration stays valid
-            self.sock = self._ssl_context.wrap_socket(
+            sock = self._ssl_context.wrap_socket(
                 self.sock, server_hostname=self.host, do_handshake_on_connect=False)
-            if self.tls_rbuf is None:  # what the ssl object decrypts into
-                self.tls_rbuf = memoryview(bytearray(RECV_CHUNK))
+            self.use_socket(sock)
             # the ssl object's C half: read()/write() without ssl.py's Python wrappers
-            self.tls = getattr(self.sock, "_sslobj", None) or _SslCalls(self.sock)
+            tls = getattr(sock, "_sslobj", None) or _SslCalls(sock)
         except (OSError, ValueError) as e:
             raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from e
-        self.state = HANDSHAKING
-        self.hs_wants_write = True
+        self.start_handshake(tls, RECV_CHUNK)
 
     def handshake(self, now):
         """One non-blocking step of the SOCKS5 exchange, then of the TLS handshake; True once
@@ -253,28 +244,27 @@ class BrokerConnection(Link):
         if self._tunnel is not None:
             try:
                 if not self._tunnel.step(self.sock):
-                    self.hs_wants_write = self._tunnel.wants_write
+                    self.handshake_waits(self._tunnel.wants_write)
                     return False
             except OSError as e:
                 raise errors.KafkaConnectionError("SOCKS5 exchange with %s failed: %s" % (
                     self._peer(), e)) from None
             self._tunnel = None
-            self.last_activity_ms = now
-            self._transport_ready()
+            self.touch(now)
+            self._transport_ready(now)
             if self._ssl_context is None:
                 return True
         try:
             self.sock.do_handshake()
         except ssl.SSLWantReadError:
-            self.hs_wants_write = False
+            self.handshake_waits(False)
             return False
         except ssl.SSLWantWriteError:
-            self.hs_wants_write = True
+            self.handshake_waits(True)
             return False
         except OSError as e:
             raise ssl_failure(e, self.node_id, self.host, self.port, "handshake") from e
-        self.last_activity_ms = now
-        self.state = CHECKING_API_VERSIONS
+        self.transport_ready(now)
         return True
 
     def handshake_summary(self):
@@ -285,13 +275,17 @@ class BrokerConnection(Link):
             done.append("TLS handshake done (%s)" % self.sock.version())
         return ", ".join(done)
 
-    def set_ready(self, api_versions):
-        self.api_versions = api_versions
-        self.state = READY
+    def set_ready(self, api_versions, reauth_at_ms=None):
+        """Link.set_ready, and the reconnect backoff starts over."""
+        super().set_ready(api_versions, reauth_at_ms)
         self.authenticator = None
         self.failed_attempts = 0
         self.reconnect_backoff_ms = 0
-        self.connect_deadline_ms = MAX_DELAY_MS
+
+    def readdress(self, host, port):
+        """Link.readdress: the next attempt resolves host afresh."""
+        super().readdress(host, port)
+        self._addrs = []
 
     def close(self, error, now):
         """Close the socket (Link.close: returns the requests that were in flight) and start

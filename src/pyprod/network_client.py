@@ -101,7 +101,7 @@ class NetworkClient:
                 **self._connection_options)
         elif broker is not None and conn.state == DISCONNECTED and \
                 (conn.host, conn.port) != (broker.host, broker.port):
-            conn.host, conn.port, conn._addrs = broker.host, broker.port, []
+            conn.readdress(broker.host, broker.port)
         return conn
 
     def can_send(self, conn):
@@ -227,7 +227,7 @@ class NetworkClient:
         if enabled != self._produce_v12:
             self._produce_v12 = enabled
             for conn in self._conns.values():
-                conn.produce_version = None
+                conn.forget_produce_version()
 
     def broker_api_versions(self, node_id):
         """{api_key: (min, max)} the broker announced, or None."""
@@ -283,9 +283,12 @@ class NetworkClient:
 
     # -- SASL (SaslClientAuthenticator drives it; these send and route its requests) --
 
-    def _start_authentication(self, conn, now):
-        conn.state = AUTHENTICATING
-        conn.connect_deadline_ms = now + self._request_timeout_ms
+    def _start_authentication(self, conn, now, api_versions=None):
+        """-> AUTHENTICATING: with the ApiVersions just negotiated, or (re-authentication) the
+        connection's."""
+        if api_versions is None:
+            api_versions = conn.api_versions
+        conn.start_authentication(api_versions, now + self._request_timeout_ms)
         conn.authenticator = self._sasl(conn.host, conn.node_id)
         try:
             request = conn.authenticator.start(conn.api_versions)
@@ -309,16 +312,15 @@ class NetworkClient:
         if request is not None:
             self._send_sasl(conn, request, now)
             return
-        conn.reauth_at_ms = conn.authenticator.reauth_at(now)
+        reauth_at_ms = conn.authenticator.reauth_at(now)
         log.debug("Node %s: SASL %s authentication done%s", conn.node_id,
-                  conn.authenticator.mechanism_name, "" if conn.reauth_at_ms is None else
+                  conn.authenticator.mechanism_name, "" if reauth_at_ms is None else
                   ", session of %d ms" % conn.authenticator.session_lifetime_ms)
-        conn.set_ready(conn.api_versions)
+        conn.set_ready(conn.api_versions, reauth_at_ms)
 
     def reauthenticate(self, conn, now):
         """KIP-368: a READY connection whose SASL session nears its end authenticates again."""
         log.debug("Node %s: re-authenticating (SASL session ends soon)", conn.node_id)
-        conn.reauth_at_ms = None
         self._start_authentication(conn, now)
 
     def _update_interest(self, conn):
@@ -341,8 +343,7 @@ class NetworkClient:
         if features[0] >= self._features[0]:  # the newest the brokers finalized (Java)
             self._features = features
         if self._sasl is not None:
-            conn.api_versions = ranges
-            self._start_authentication(conn, now)
+            self._start_authentication(conn, now, ranges)
             return
         conn.set_ready(ranges)
         log.debug("Node %s is READY (ApiVersions v%d)", conn.node_id, req.api_version)

@@ -9,8 +9,8 @@ import os
 import ssl
 import sys
 
-from kcore.errors import (CorrelationIdError, KafkaConnectionError, KafkaError,
-                          SslAuthenticationError)
+from kcore.errors import (CorrelationIdError, IllegalStateError, KafkaConnectionError,
+                          KafkaError, SslAuthenticationError)
 
 # Connection states (Link.state)
 DISCONNECTED = "DISCONNECTED"
@@ -100,6 +100,72 @@ class Link:
         self.tls_rbuf = None                  # what the ssl object decrypts into (TLS)
         self.ssl_retry = None                 # (count, joined bytes) of a TLS write to redo
         self.hs_wants_write = False           # the TLS handshake waits for writability
+
+    # -- the state transitions (pyprod's setup policy calls these; it sets no field itself) --
+
+    def start_connect(self, now, deadline_ms):
+        """DISCONNECTED -> CONNECTING: a new attempt, set up by deadline_ms."""
+        if self.state != DISCONNECTED:
+            raise IllegalStateError("connect on a %s connection to node %s" % (
+                self.state, self.node_id))
+        self.state = CONNECTING
+        self.api_versions = None
+        self.connect_deadline_ms = deadline_ms
+        self.last_activity_ms = now
+
+    def use_socket(self, sock):
+        """The socket of this attempt (connecting), or its TLS wrapping (same descriptor)."""
+        self.sock = sock
+
+    def readdress(self, host, port):
+        """The broker moved (new metadata): the next attempt goes to host:port."""
+        if self.state != DISCONNECTED:
+            raise IllegalStateError("readdress on a %s connection" % self.state)
+        self.host, self.port = host, port
+
+    def touch(self, now):
+        self.last_activity_ms = now
+
+    def start_handshake(self, tls=None, rbuf_size=0):
+        """-> HANDSHAKING (a proxy exchange, or TLS: tls is the ssl object's read/write, its
+        reads decrypt into a buffer of rbuf_size)."""
+        if tls is not None:
+            if self.tls_rbuf is None:
+                self.tls_rbuf = memoryview(bytearray(rbuf_size))
+            self.tls = tls
+        self.state = HANDSHAKING
+        self.hs_wants_write = True
+
+    def handshake_waits(self, wants_write):
+        """The handshake waits for writability (True) or readability (False)."""
+        self.hs_wants_write = wants_write
+
+    def transport_ready(self, now):
+        """-> CHECKING_API_VERSIONS: TCP (tunnel, TLS) is up. Plaintext I/O is the Channel's
+        (Selector.select_io) from now on."""
+        self.last_activity_ms = now
+        self.state = CHECKING_API_VERSIONS
+        if self.tls is None:
+            self.channel.attach(self.sock)
+
+    def start_authentication(self, api_versions, deadline_ms):
+        """-> AUTHENTICATING (first, or again for KIP-368), set up by deadline_ms."""
+        self.api_versions = api_versions
+        self.state = AUTHENTICATING
+        self.connect_deadline_ms = deadline_ms
+        self.reauth_at_ms = None
+
+    def set_ready(self, api_versions, reauth_at_ms=None):
+        """-> READY with the broker's {api_key: (min, max)}; authenticate again from
+        reauth_at_ms (None: never)."""
+        self.api_versions = api_versions
+        self.state = READY
+        self.connect_deadline_ms = MAX_DELAY_MS
+        self.reauth_at_ms = reauth_at_ms
+
+    def forget_produce_version(self):
+        """Pick the Produce version again on the next request."""
+        self.produce_version = None
 
     @property
     def wants_write(self):
