@@ -10,9 +10,9 @@
 # 3.14 (run with bookworm's arm64 libc), all under qemu-aarch64.
 # Free-threaded arm64 (cp313t, cp314t; Debian and org.bytedeco have none): CPython cross-built
 # here (scripts/lib/cpython_arm64.sh; PYPROD_FT_ARM64_BUILD=1 builds it) runs cp314t under
-# qemu-aarch64 with bookworm's root. Otherwise, and for cp313t (not yet: it also needs a 3.13t
-# arm64 build and cramjam 2.11.0 cross-built for it), the same version's headers with
-# Py_GIL_DISABLED defined, which is all --disable-gil changes in pyconfig.h: built, not run.
+# qemu-aarch64 with bookworm's root (cp313t: with cramjam 2.11.0 cross-built, PYTHON_GIL=0).
+# Otherwise the same version's headers with Py_GIL_DISABLED defined, which is all --disable-gil
+# changes in pyconfig.h: built, not run.
 
 declare -A JAR_VERSION=([3.10]=3.10.8-1.5.8 [3.12]=3.12.1-1.5.10 [3.13]=3.13.5-1.5.12
                         [3.14]=3.14.3-1.5.13)
@@ -113,7 +113,13 @@ locate_python() {
     native_inc "$py" "$ft" || return 1; P_RUN=("$py")
     return 0
   fi
-  if [ -n "$ft" ] && [ "$ver" = 3.14 ] && p=$(ft_arm64_python "$ver"); then
+  # cp313t: also cibuildwheel's before-test (cramjam from source), cross-built; without it: not run
+  local cj=$W/cramjam-cp313t-aarch64
+  if [ -n "$ft" ] && p=$(ft_arm64_python "$ver") \
+     && { [ "$ver" != 3.13 ] || cramjam_313t_arm64 "$p" "$cj"; }; then
+    # wheels.sh's arm64 pip install has no --find-links: pip reads this one from the environment
+    [ "$ver" != 3.13 ] || [[ " ${PIP_FIND_LINKS:-} " == *" $cj "* ]] \
+      || export PIP_FIND_LINKS="${PIP_FIND_LINKS:+$PIP_FIND_LINKS }$cj"
     root=$(debian_root bookworm 3.11) || return 1  # its libc, libssl, libffi for qemu -L
     make_inc "$p/include/python${ver}t" "$p/include/python${ver}t/pyconfig.h" t || return 1
     P_DESC="$(sed -n 's/^#define PY_VERSION *"\(.*\)"/\1/p' "$P_INC/patchlevel.h") free-threaded (cross-built here: $p)"
@@ -135,5 +141,8 @@ locate_python() {
       [ -z "$ft" ] && P_RUN=(qemu-aarch64 -L "$root" "$p/bin/python$ver") ;;
   esac
   if [ -n "$ft" ]; then P_DESC="none here: headers of $P_DESC + Py_GIL_DISABLED"; fi
+  if [ -n "$ft" ] && [ -n "$p" ] && [ -e "$p/.pyprod-build" ]; then   # cp313t: the cramjam is missing
+    P_DESC+="; not run: no arm64 cp313t cramjam (PYPROD_FT_ARM64_BUILD=1 cross-builds it)"
+  fi
   return 0
 }
