@@ -49,7 +49,7 @@ class MetadataUpdater:
             delays = [client.connection_delay(n, now) for n in self.metadata.cluster.node_ids()]
             return max(1, min(delays, default=client.reconnect_backoff_ms))
         conn = client.connection(node)
-        if client.can_send(conn):
+        if client.io.can_send(conn):
             self._send(conn, now)
             return MAX_DELAY_MS
         if client.any_setting_up():
@@ -63,7 +63,7 @@ class MetadataUpdater:
             version = api_versions.pick_version(metadata_api, conn.api_versions)
         except errors.UnsupportedVersionError as e:
             self.metadata.failed_update(now)
-            self.client.close_connection(conn, e, now, request_update=False)
+            self.client.io.close(conn, e, now, request_update=False)
             return
         topics, request_version = self.metadata.metadata_request(now)
         if version == 0 and not topics:
@@ -90,7 +90,7 @@ class MetadataUpdater:
             cluster = decoded("a Metadata response", cluster_from_response, resp)
         except errors.KafkaProtocolError as e:
             self.metadata.failed_update(now)
-            self.client.close_connection(conn, e, now)
+            self.client.io.close(conn, e, now)
             return
         if resp.error_code:
             log.warning("Metadata request to node %s failed: %s", conn.node_id,

@@ -104,10 +104,6 @@ class NetworkClient:
             conn.readdress(broker.host, broker.port)
         return conn
 
-    def can_send(self, conn):
-        """READY, below max in flight, and nothing left half-written (Java's canSendMore)."""
-        return self.io.can_send(conn)
-
     def is_ready(self, node_id, now):
         """Can a request go to node_id now? False while a metadata update is due, so the
         metadata request goes first (Java)."""
@@ -129,7 +125,7 @@ class NetworkClient:
         conn = self._conns.get(node_id)
         if conn is None:
             return 0
-        if conn.state == READY and not self.can_send(conn):
+        if conn.state == READY and not self.io.can_send(conn):
             return MAX_DELAY_MS
         return conn.connection_delay(now)
 
@@ -172,9 +168,6 @@ class NetworkClient:
         """The nodes with requests in flight."""
         return self.io.busy_nodes()
 
-    def has_in_flight(self, node_id=None):
-        return self.in_flight_request_count(node_id) > 0
-
     def least_loaded_node(self, now):
         """Java's rule: a READY node with nothing in flight at once, else the READY node with
         the fewest in flight, else one connecting, else the connectable node tried longest ago.
@@ -189,7 +182,7 @@ class NetworkClient:
         for i in range(len(nodes)):
             node = nodes[(offset + i) % len(nodes)]
             conn = self._conns.get(node)
-            if self.can_send(conn):
+            if self.io.can_send(conn):
                 n = len(conn.in_flight)
                 if n == 0:
                     return node
@@ -241,7 +234,7 @@ class NetworkClient:
         try:
             conn.connect(now, self._request_timeout_ms)
         except errors.KafkaConnectionError as e:
-            self._close(conn, e, now)
+            self.io.close(conn, e, now)
             return
         self.io.register(conn)
 
@@ -262,7 +255,7 @@ class NetworkClient:
         try:
             conn.finish_connect(now)
         except errors.KafkaConnectionError as e:
-            self._close(conn, e, now)
+            self.io.close(conn, e, now)
             return
         if conn.state == HANDSHAKING:
             self._handshake(conn, now)
@@ -273,13 +266,13 @@ class NetworkClient:
         try:
             done = conn.handshake(now)
         except errors.KafkaConnectionError as e:
-            self._close(conn, e, now)
+            self.io.close(conn, e, now)
             return
         if done:
             log.debug("Node %s: %s", conn.node_id, conn.handshake_summary())
             self._send_api_versions(conn, node_api_versions.FIRST_VERSION, now)
         else:
-            self._update_interest(conn)
+            self.io.after_write(conn, (), 0)  # poll writability only while it matters
 
     # -- SASL (SaslClientAuthenticator drives it; these send and route its requests) --
 
@@ -293,21 +286,21 @@ class NetworkClient:
         try:
             request = conn.authenticator.start(conn.api_versions)
         except errors.KafkaError as e:
-            self._close(conn, e, now)
+            self.io.close(conn, e, now)
             return
         self._send_sasl(conn, request, now)
 
     def _send_sasl(self, conn, request, now):
         api_key, version, body = request
-        self._enqueue(conn, api_key, version, body, True, None, self._request_timeout_ms, now,
-                      _INTERNAL_SASL)
+        self.io.enqueue(conn, api_key, version, body, True, None, self._request_timeout_ms,
+                        now, _INTERNAL_SASL)
 
     def _handle_sasl(self, conn, req, body, now):
         try:
             request = decoded("a SASL response", conn.authenticator.on_response, req.api_key,
                               req.api_version, body)
         except errors.KafkaError as e:
-            self._close(conn, e, now)
+            self.io.close(conn, e, now)
             return
         if request is not None:
             self._send_sasl(conn, request, now)
@@ -323,19 +316,17 @@ class NetworkClient:
         log.debug("Node %s: re-authenticating (SASL session ends soon)", conn.node_id)
         self._start_authentication(conn, now)
 
-    def _update_interest(self, conn):
-        self.io.after_write(conn, (), 0)
-
     def _send_api_versions(self, conn, version, now):
-        self._enqueue(conn, api_versions.API_KEY, version, api_versions.encode_request(version),
-                      True, None, self._request_timeout_ms, now, _INTERNAL_API_VERSIONS)
+        self.io.enqueue(conn, api_versions.API_KEY, version,
+                        api_versions.encode_request(version), True, None,
+                        self._request_timeout_ms, now, _INTERNAL_API_VERSIONS)
 
     def _handle_api_versions(self, conn, req, body, now):
         try:
             retry, ranges, features = node_api_versions.negotiate(conn.node_id,
                                                                   req.api_version, body)
         except errors.KafkaError as e:
-            self._close(conn, e, now)
+            self.io.close(conn, e, now)
             return
         if retry is not None:
             self._send_api_versions(conn, retry, now)
@@ -356,15 +347,15 @@ class NetworkClient:
         client adds both. Returns the correlation id. callback(ClientResponse) runs in poll();
         for expects_response=False it runs once the bytes are written."""
         conn = self._conns.get(node_id)
-        if not self.can_send(conn):
+        if not self.io.can_send(conn):
             raise errors.IllegalStateError(
                 "Attempt to send a request to node %s which is not ready" % (node_id,))
         module = _api_module(api_key)
         module.API.check(api_version)
         now = now_ms()
-        return self._enqueue(conn, api_key, api_version, body, expects_response, callback,
-                             self._request_timeout_ms if timeout_ms is None else timeout_ms,
-                             now, None)
+        return self.io.enqueue(conn, api_key, api_version, body, expects_response, callback,
+                               self._request_timeout_ms if timeout_ms is None else timeout_ms,
+                               now, None)
 
     def request_head(self, api_key, version):
         """(request header before the correlation id, after it, response header version) for
@@ -375,15 +366,7 @@ class NetworkClient:
         head = w.getvalue()
         return head[:4], head[8:], header.response_header_version(api, version)
 
-    def _enqueue(self, conn, api_key, version, body, expects_response, callback, timeout_ms,
-                 now, internal):
-        return self.io.enqueue(conn, api_key, version, body, expects_response, callback,
-                               timeout_ms, now, internal)
-
     # -- closing --
-
-    def _close(self, conn, error, now, request_update=True):
-        self.io.close(conn, error, now, request_update)
 
     def connection_closed(self, conn, state, error, failed, now, request_update):
         """NetworkPoll's hook, once conn closed (it was in ``state``): log, decide, and return
@@ -411,7 +394,7 @@ class NetworkClient:
     def close_node(self, node_id):
         conn = self._conns.get(node_id)
         if conn is not None and conn.state != DISCONNECTED:
-            self._close(conn, errors.KafkaConnectionError("closed by the client"), now_ms(),
+            self.io.close(conn, errors.KafkaConnectionError("closed by the client"), now_ms(),
                         request_update=False)
 
     # -- for MetadataUpdater --
@@ -427,20 +410,17 @@ class NetworkClient:
         self._initiate_connect(conn, now)
         return True
 
-    def close_connection(self, conn, error, now, request_update=True):
-        self._close(conn, error, now, request_update)
-
     def send_internal(self, conn, api_key, version, body, now, tag):
         """A request the client handles itself (tag: InFlightRequest.internal)."""
-        self._enqueue(conn, api_key, version, body, True, None, self._request_timeout_ms, now,
-                      tag)
+        self.io.enqueue(conn, api_key, version, body, True, None, self._request_timeout_ms,
+                        now, tag)
 
     def drop_bootstrap_connections(self, cluster, now):
         """Real metadata arrived: close the bootstrap connections it does not name."""
         for node_id, c in list(self._conns.items()):
             if node_id < 0 and cluster.broker_metadata(node_id) is None:
                 if not c.in_flight and c.sock is not None:
-                    self._close(c, None, now, request_update=False)
+                    self.io.close(c, None, now, request_update=False)
                 if c.state == DISCONNECTED:
                     del self._conns[node_id]
 

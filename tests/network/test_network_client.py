@@ -256,7 +256,7 @@ class TestKafka:
             c1 = nc.send(node, metadata_api.API_KEY, v, body, callback=got.append)
             c2 = nc.send(node, metadata_api.API_KEY, v, body, callback=got.append)
             assert c2 == c1 + 1
-            assert nc.in_flight_request_count(node) == 2 and nc.has_in_flight(node)
+            assert nc.in_flight_request_count(node) == 2
             assert not nc.is_ready(node, now_ms()) and not nc.ready(node, now_ms())
             assert nc.connection_delay(node, now_ms()) == MAX_DELAY_MS
             with pytest.raises(errors.IllegalStateError):
