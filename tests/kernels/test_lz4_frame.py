@@ -1,4 +1,4 @@
-"""The LZ4 frame of a compressed batch (kcore/lz4_frame.py, both implementations):
+"""The LZ4 frame of a compressed batch (kcore/shared/compression_type.py, both implementations):
 independent blocks, no checksums, the smallest block size that holds the batch; the reference
 LZ4 frame decoders and kafka-python read it back."""
 import os
@@ -7,7 +7,7 @@ import cramjam
 import pytest
 from kafka.record import MemoryRecords
 
-from kcore.lz4_frame import lz4_frame
+from kcore.compression_type import lz4_frame
 
 # the reference decoder; lz4 publishes no free-threaded (cp314t) wheel
 lz4_frame_ref = pytest.importorskip("lz4.frame")
