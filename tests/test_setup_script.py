@@ -39,8 +39,8 @@ def test_demo_extra_covers_what_the_demo_imports():
     starts import comes from the demo extra or pyprod's own dependencies."""
     files = [os.path.join(ROOT, "examples", "demo.py"),
              os.path.join(ROOT, "tests", "harness", "readback.py")]
-    testing = os.path.join(ROOT, "src", "pyprod", "testing")
-    files += [os.path.join(testing, n) for n in os.listdir(testing) if n.endswith(".py")]
+    broker = os.path.join(ROOT, "src", "pyprod", "local_broker")
+    files += [os.path.join(broker, n) for n in os.listdir(broker) if n.endswith(".py")]
     modules = set()
     for path in files:
         with open(path) as f:

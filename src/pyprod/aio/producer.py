@@ -102,18 +102,11 @@ class AIOKafkaProducer(Transactions):
         assert self._loop is asyncio.get_running_loop(), (
             "Please create objects with the same loop as running with")
         if self._producer is None:
-            self._producer = await self._in_thread(self._make_producer)
+            # not a method of self: the executor's worker may keep its work item (and so
+            # self) a moment after start() returns, past an unclosed producer's collection
+            self._producer = await self._in_thread(_make_producer, self._config,
+                                                   self._transactional_id is not None)
             self._pool = self._producer.buffer_pool
-
-    def _make_producer(self):
-        producer = KafkaProducer(**self._config)
-        if self._transactional_id is not None:
-            try:
-                producer.init_transactions()
-            except BaseException:
-                producer.close(timeout=0)
-                raise
-        return producer
 
     async def stop(self) -> None:
         """Send what is buffered, wait for it, and close (idempotent)."""
@@ -239,3 +232,14 @@ class AIOKafkaProducer(Transactions):
 
     def __repr__(self):
         return "<pyprod.aio.AIOKafkaProducer client_id=%s>" % (self._config["client_id"],)
+
+
+def _make_producer(config, transactional):
+    producer = KafkaProducer(**config)
+    if transactional:
+        try:
+            producer.init_transactions()
+        except BaseException:
+            producer.close(timeout=0)
+            raise
+    return producer
