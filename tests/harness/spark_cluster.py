@@ -87,6 +87,14 @@ class SubmittedApp:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    def _failure(self):
+        """The log's Python tracebacks and ERROR lines (Spark's INFO lines bury them), then its tail."""
+        text = self.log()
+        picked = [ln for ln in text.splitlines()
+                  if " ERROR " in ln or ln.startswith(("Traceback", "  File ", "    "))
+                  or (ln and not ln[:2].isdigit() and ln[0].isalpha() and ":" in ln[:80])]
+        return "\n".join(picked)[-6000:] + "\n--- log tail ---\n" + text[-3000:]
+
     def wait(self, timeout=600):
         """The driver's last JSON line on stdout; fails with the driver's log tail."""
         try:
@@ -98,7 +106,7 @@ class SubmittedApp:
         with open(self.out_path) as f:
             lines = [ln for ln in f.read().splitlines() if ln.startswith("{")]
         if code != 0 or not lines:
-            raise AssertionError("the driver failed (exit %s):\n%s" % (code, self.log()[-6000:]))
+            raise AssertionError("the driver failed (exit %s):\n%s" % (code, self._failure()))
         return json.loads(lines[-1])
 
 
