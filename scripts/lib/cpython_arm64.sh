@@ -13,18 +13,8 @@
 FT_ARM64_DEV="libc6-dev,libssl-dev,libffi-dev,zlib1g-dev,libbz2-dev,liblzma-dev"
 
 ft_arm64_sysroot() {   # the arm64 bookworm sysroot with FT_ARM64_DEV
-  local root=$W/sysroot-arm64-bookworm mirror
-  if [ "$(cat "$root/.pyprod-packages" 2>/dev/null)" != "$FT_ARM64_DEV" ]; then
-    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-    [ -n "$mirror" ] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
-    say "unpacking the arm64 sysroot ($FT_ARM64_DEV) into $root" >&2
-    rm -rf "$root"
-    nice -n 10 mmdebstrap --quiet --arch=arm64 --variant=extract --include="$FT_ARM64_DEV" \
-      bookworm "$root" "$mirror" > "$W/mmdebstrap-sysroot.log" 2>&1 \
-      || { tail "$W/mmdebstrap-sysroot.log" >&2; return 1; }
-    local d; for d in lib bin sbin; do [ -e "$root/$d" ] || ln -s "usr/$d" "$root/$d"; done
-    echo "$FT_ARM64_DEV" > "$root/.pyprod-packages"
-  fi
+  local root=$W/sysroot-arm64-bookworm
+  arm64_root "$root" bookworm "$FT_ARM64_DEV" "the arm64 sysroot" || return 1
   echo "$root"
 }
 

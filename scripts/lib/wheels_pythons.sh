@@ -17,6 +17,22 @@
 declare -A JAR_VERSION=([3.10]=3.10.8-1.5.8 [3.12]=3.12.1-1.5.10 [3.13]=3.13.5-1.5.12
                         [3.14]=3.14.3-1.5.13)
 PY_CACHE=${PYPROD_PYTHONS_CACHE:-$HOME/.cache/pyprod}
+# arm64_root ROOT SUITE PKGS WHAT: Debian SUITE's arm64 PKGS unpacked into ROOT by mmdebstrap
+# (this machine's apt mirror), once per SUITE and PKGS; merged /usr links
+arm64_root() {
+  local root=$1 suite=$2 pkgs=$3 mirror d
+  [ "$(cat "$root/.pyprod-packages" 2>/dev/null)" = "$suite $pkgs" ] && return 0
+  mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$mirror" ] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
+  say "unpacking $4 ($pkgs) into $root (this machine's apt mirror)" >&2
+  rm -rf "$root"
+  nice -n 10 mmdebstrap --quiet --arch=arm64 --variant=extract --include="$pkgs" \
+    "$suite" "$root" "$mirror" > "$root.mmdebstrap.log" 2>&1 \
+    || { tail "$root.mmdebstrap.log" >&2; return 1; }
+  for d in lib bin sbin; do [ -e "$root/$d" ] || ln -s "usr/$d" "$root/$d"; done
+  echo "$suite $pkgs" > "$root/.pyprod-packages"
+}
+
 . "$(dirname "${BASH_SOURCE[0]}")/cpython_arm64.sh"
 
 # the unpacked install of an org.bytedeco:cpython jar (VERSION CLASSIFIER), fetched with mvn
@@ -40,21 +56,11 @@ jar_prefix() {
 
 # Debian's arm64 root with pythonX.Y (SUITE VERSION), unpacked by mmdebstrap (no scripts run)
 debian_root() {
-  local suite=$1 v=$2 root=$W/rootfs-arm64-$1 pkgs mirror ssl=libssl3
+  local suite=$1 v=$2 root=$W/rootfs-arm64-$1 pkgs ssl=libssl3
   [ "$suite" = bookworm ] || ssl=libssl3t64
   # the interpreter and what the test requirements' arm64 wheels load (pyarrow: libstdc++)
   pkgs="python$v,libpython$v-dev,libpython$v-stdlib,zlib1g,libffi8,$ssl,libstdc++6,libgcc-s1"
-  if [ "$(cat "$root/.pyprod-packages" 2>/dev/null)" != "$suite $pkgs" ]; then
-    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-    [ -n "$mirror" ] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list)
-    say "unpacking Debian $suite arm64 with python$v into $root (this machine's apt mirror)" >&2
-    rm -rf "$root"
-    nice -n 10 mmdebstrap --quiet --arch=arm64 --variant=extract --include="$pkgs" \
-      "$suite" "$root" "$mirror" > "$W/mmdebstrap-$suite.log" 2>&1 \
-      || { tail "$W/mmdebstrap-$suite.log" >&2; return 1; }
-    local d; for d in lib bin sbin; do [ -e "$root/$d" ] || ln -s "usr/$d" "$root/$d"; done  # merged /usr
-    echo "$suite $pkgs" > "$root/.pyprod-packages"
-  fi
+  arm64_root "$root" "$suite" "$pkgs" "Debian $suite arm64 with python$v" || return 1
   echo "$root"
 }
 
