@@ -54,7 +54,7 @@ if TYPE_CHECKING or EXTENSIONS:
     from kcore.network_poll import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING,
                                     DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP,
                                     ClientResponse, InFlightRequest, Link, NetworkPoll,
-                                    drop_tracebacks, ssl_failure)
+                                    drop_tracebacks, now_ms, ssl_failure)
     from kcore.sender_loop import QUEUE_SCAN, ProduceResponseHandler, SenderLoop
 else:
     from kcore.pure.varint import (decode_unsigned_varint, decode_varint, encode_unsigned_varint,
@@ -80,7 +80,7 @@ else:
     from kcore.pure.network_poll import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING,
                                          DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY,
                                          SETTING_UP, ClientResponse, InFlightRequest, Link,
-                                         NetworkPoll, drop_tracebacks, ssl_failure)
+                                         NetworkPoll, drop_tracebacks, now_ms, ssl_failure)
     from kcore.pure.sender_loop import QUEUE_SCAN, ProduceResponseHandler, SenderLoop
 
 __all__ = [
@@ -106,7 +106,7 @@ __all__ = [
     # network_poll, sender_loop
     "DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
     "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest", "ClientResponse",
-    "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks",
+    "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms",
     "SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN",
 ]
 

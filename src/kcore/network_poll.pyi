@@ -18,7 +18,7 @@ from kcore.selector import Selector, Waker
 
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
-           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks"]
+           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]
 
 # Link.state
 DISCONNECTED: Final = "DISCONNECTED"
@@ -34,6 +34,7 @@ MAX_DELAY_MS: Final[int]  # sys.maxsize
 _Callback = Callable[[ClientResponse], object]
 
 def drop_tracebacks(error: BaseException | None) -> None: ...
+def now_ms() -> int: ...
 def ssl_failure(e: BaseException, node_id: int, host: str, port: int,
                 when: str) -> KafkaConnectionError: ...
 

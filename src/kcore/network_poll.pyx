@@ -8,4 +8,4 @@ include "shared/network_poll.py"  # NetworkPoll, ClientResponse
 
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
-           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks"]
+           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]

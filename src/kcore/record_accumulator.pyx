@@ -24,6 +24,7 @@ from kcore.atomic_impl cimport (kc_add_i64, kc_load_flag, kc_load_i64, kc_load_i
                                 kc_store_ssize)
 from kcore.buffer_pool cimport BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE
 from kcore.builtin_partitioner cimport BuiltInPartitioner
+from kcore.clock cimport now_ms_c
 from kcore.ft_impl cimport kc_ft_enter, kc_ft_exit
 from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
@@ -59,10 +60,6 @@ cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
 cdef type _ReadyCheckResult = ReadyCheckResult
 
 _monotonic = time.monotonic
-
-
-cdef inline int64_t _now_ms():
-    return <int64_t>(_monotonic() * 1000)
 
 
 cdef class TopicInfo:
@@ -367,7 +364,7 @@ cdef class RecordAccumulator(SendChoice):
                                   Py_ssize_t need):
         cdef ProducerBatch batch
         try:
-            batch = ProducerBatch(tp, self.batch_size, self.compression_type, _now_ms(),
+            batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_ms_c(),
                                   self.batch_max_size)
         except BaseException:
             self.pool.release_raw(mem, need)

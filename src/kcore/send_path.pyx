@@ -10,11 +10,11 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.atomic_impl cimport kc_load_int, kc_store_int
 from kcore.builtin_partitioner cimport partition_for_key
+from kcore.clock cimport now_ms_c
 from kcore.producer_batch cimport size_upper_bound
 from kcore.record_accumulator cimport APPEND_ABORTED, APPEND_FULL, APPEND_NEW_BATCH
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 
-import time
 
 from kcore.record_accumulator import _too_large
 from kcore.errors import IllegalStateError
@@ -29,16 +29,11 @@ cdef extern from "clock_impl.h" nogil:
     int kc_fork_generation()
 
 kc_install_fork_hook()
-_monotonic = time.monotonic
 
 
 def fork_generation():
     """Bumped in every forked child (by a C fork hook)."""
     return kc_fork_generation()
-
-
-cdef inline int64_t _now_ms():
-    return <int64_t>(_monotonic() * 1000)
 
 
 cdef class SendPath:
@@ -139,12 +134,12 @@ cdef class SendPath:
         remaining = self.max_block_ms
         info = acc._topic_info(topic)
         if info is None or part >= info.partitions_c():
-            start = _now_ms()
+            start = now_ms_c()
             self.wait_on_metadata(topic, partition, self.max_block_ms)
             info = acc._topic_info(topic)
             if info is None or part >= info.partitions_c():
                 raise _not_in_metadata(topic, partition)
-            remaining = max(0, self.max_block_ms - (_now_ms() - start))
+            remaining = max(0, self.max_block_ms - (now_ms_c() - start))
 
         size = size_upper_bound(len(kb) if kb is not None else -1,
                                 len(vb) if vb is not None else -1,

@@ -9,14 +9,11 @@ All times are monotonic milliseconds (now_ms()).
 import threading
 import time
 
+from kcore import now_ms
 from pyprod import errors
 from pyprod.cluster import Cluster
 
 _NEVER = -(1 << 62)  # a "last refresh" long before any monotonic now
-
-
-def now_ms():
-    return int(time.monotonic() * 1000)
 
 
 class Metadata:

@@ -21,6 +21,8 @@ import logging
 import threading
 import time
 
+from kcore import now_ms
+
 log = logging.getLogger(__name__)
 
 RATE, RATE_NS, AVG, MAX, GAUGE = "rate", "rate-ns", "avg", "max", "gauge"
@@ -131,10 +133,6 @@ class KafkaMetric:
 
     def __repr__(self):
         return "KafkaMetric(%r)" % (self.metric_name,)
-
-
-def now_ms():
-    return time.monotonic() * 1000
 
 
 class Window:

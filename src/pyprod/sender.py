@@ -25,15 +25,11 @@ import logging
 import threading
 import time
 
-from kcore import SenderLoop, piece_errors
+from kcore import SenderLoop, now_ms, piece_errors
 from pyprod import errors
 from pyprod.protocol import init_producer_id
 
 log = logging.getLogger(__name__)
-
-
-def now_ms():
-    return int(time.monotonic() * 1000)
 
 
 class Sender(threading.Thread):

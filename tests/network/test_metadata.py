@@ -7,7 +7,8 @@ import pytest
 
 from pyprod import errors
 from pyprod.cluster import Broker, Cluster, PartitionInfo
-from pyprod.metadata import Metadata, now_ms
+from kcore import now_ms
+from pyprod.metadata import Metadata
 
 
 def cfg(**kw):

@@ -19,7 +19,7 @@ import kcore
 from pyprod import config as pconfig
 from pyprod import errors
 from pyprod.connection import DISCONNECTED, MAX_DELAY_MS, READY, ExponentialBackoff
-from pyprod.metadata import now_ms
+from kcore import now_ms
 from pyprod.producer import metadata_for, network_client_for
 from pyprod.protocol import api_versions, header, produce
 from pyprod.protocol import metadata as metadata_api

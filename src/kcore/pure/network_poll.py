@@ -4,8 +4,8 @@ kcore/shared/network_poll.py, which the compiled twin compiles in; this twin run
 from kcore.shared.link import (  # noqa: F401
     AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, HANDSHAKING, MAX_DELAY_MS,
     READY, SETTING_UP, InFlightRequest, Link, drop_tracebacks, ssl_failure)
-from kcore.shared.network_poll import ClientResponse, NetworkPoll  # noqa: F401
+from kcore.shared.network_poll import ClientResponse, NetworkPoll, now_ms  # noqa: F401
 
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
-           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks"]
+           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]

@@ -17,6 +17,7 @@ from kcore.pure.at_fork import guard_locks
 from kcore.pure.buffer_pool import BufferPool
 from kcore.pure.builtin_partitioner import BuiltInPartitioner
 from kcore.pure.future import TopicPartition
+from kcore.pure.network_poll import now_ms
 from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
 from kcore.pure.send_choice import SendChoice
@@ -24,10 +25,6 @@ from kcore.shared.record_accumulator import ReadyCheckResult
 from kcore.errors import IllegalStateError
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
-
-
-def now_ms():
-    return int(time.monotonic() * 1000)
 
 
 class TopicInfo:

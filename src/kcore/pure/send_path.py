@@ -12,6 +12,7 @@ import os
 import time
 
 from kcore.pure.builtin_partitioner import partition_for_key
+from kcore.pure.network_poll import now_ms
 from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
 from kcore.shared.record_accumulator import _too_large
 from kcore.shared.send_path import (_INT32_MAX, _INT64_MAX, _as_bytes, _check_headers,
@@ -28,10 +29,6 @@ if hasattr(os, "register_at_fork"):
 def fork_generation():
     """Bumped in every forked child: objects made before a fork can tell they are stale."""
     return _fork[0]
-
-
-def now_ms():
-    return int(time.monotonic() * 1000)
 
 
 class SendPath:

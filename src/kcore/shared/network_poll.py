@@ -23,6 +23,8 @@ _MAX_WAIT_MS = 86_400_000              # select() refuses huge timeouts
 
 
 def now_ms():
+    """The producer's clock: monotonic milliseconds (kcore.now_ms; compiled code reads the
+    same clock through kcore/clock.pxd)."""
     return int(time.monotonic() * 1000)
 
 
