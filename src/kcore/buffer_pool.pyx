@@ -33,7 +33,7 @@ cdef enum:
 
 cdef uint8_t _empty[1]
 
-kc_fork_install()  # at import: before partition_queue's and ready_drain's (fork_impl.h)
+kc_fork_install()  # at import: before partition_queue's and send_choice's (fork_impl.h)
 
 
 cdef void _after_fork(void* owner) noexcept nogil:

@@ -6,7 +6,7 @@
  * one thread), and the child calls each object's reset (waiters of gone threads, locks of
  * another kind that such threads held, ...).
  * Prepare handlers run in reverse order of installation, so a module imported first (a
- * dependency) locks last: ready_drain, partition_queue, buffer_pool, which is kcore's lock
+ * dependency) locks last: send_choice, partition_queue, buffer_pool, which is kcore's lock
  * order (sync_impl.pxd). Nothing here runs on Windows (no fork). */
 #ifndef KCORE_FORK_IMPL_H
 #define KCORE_FORK_IMPL_H

@@ -20,7 +20,7 @@
 #   until _give_entries ran for this queue, and every queue a drain() scan reads has it set.
 # - tp: set in __cinit__, never changed.
 # - lock: held only for short pure-C sections (no C-API call but Py_INCREF, no other lock, no
-#   wait for the GIL); GIL holders take it. Taken after ReadyDrain._queues_lock, never before
+#   wait for the GIL); GIL holders take it. Taken after SendChoice._queues_lock, never before
 #   it. A fork takes it (after every _queues_lock) and the child lets it go (fork_impl.pxd;
 #   fork_obj: the hook's), and resets append_lock (its holder was another thread).
 # nogil: at(i) (0 <= i < count) with `lock` held; size_c() anywhere.

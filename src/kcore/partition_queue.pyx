@@ -15,7 +15,7 @@ from kcore.sync_impl cimport kc_mutex_destroy, kc_mutex_init, kc_mutex_lock, kc_
 
 __all__ = ["PartitionQueue"]
 
-kc_fork_install()  # at import: after buffer_pool's, before ready_drain's (fork_impl.h)
+kc_fork_install()  # at import: after buffer_pool's, before send_choice's (fork_impl.h)
 
 cdef extern from "Python.h":
     void _incref "Py_INCREF"(PyObject* o)

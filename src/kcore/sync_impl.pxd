@@ -10,9 +10,9 @@
 # Python lock.
 # kc_cond_wait_ns: m held; it may return early or spuriously: callers re-check in a loop.
 # Lock order, first to last (a thread holding one takes only later ones):
-#   RecordAccumulator._topics_lock (RLock) -> ReadyDrain._queues_lock;
+#   RecordAccumulator._topics_lock (RLock) -> SendChoice._queues_lock;
 #   PartitionQueue.append_lock (kc_ft_lock_t) -> PartitionQueue.lock -> BufferPool.lock ->
-#   its region's lock (region_impl.h); ReadyDrain._queues_lock -> PartitionQueue.lock;
+#   its region's lock (region_impl.h); SendChoice._queues_lock -> PartitionQueue.lock;
 #   MemoryRecords.lock -> BufferPool.lock. Leaves (nothing kcore's taken under them):
 #   ProducerBatch.seg_lock, the futures' and the partitioner's locks (their .pxd).
 # A fork takes the kc_mutex_t ones in that order; both processes let them go (fork_impl.pxd).

@@ -34,7 +34,7 @@ MISSING_TTL_S = 86400
 _POM = """<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>pyprod.testing</groupId>
+  <groupId>pyprod.local_broker</groupId>
   <artifactId>spark-kafka-runtime</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
