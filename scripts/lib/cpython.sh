@@ -21,6 +21,7 @@ repo=$PWD
 say() { printf '%s: %s\n' "$SAY_AS" "$*"; }
 die() { say "$*" >&2; exit 1; }
 . scripts/lib/cramjam_313t.sh
+. scripts/lib/librdkafka.sh
 
 # package -> "version sha256 dsc" of the fallback release (the sha256 as in the signed .dsc)
 declare -A CPYTHON_PIN=(
@@ -185,13 +186,12 @@ EOF
   local sources=(pyspark gssapi)   # no Linux wheel at all: built from the source package
   declare -A pin=()
   if [ "$tag" = cp313t ]; then
-    # confluent-kafka (the harness's admin client, a reader) has no cp313t wheel: the release
-    # of the machine's librdkafka-dev, built against it
-    apt_install librdkafka-dev
-    pin[confluent-kafka]="confluent-kafka==$(dpkg-query -W -f '${Version}' librdkafka-dev | cut -d- -f1)"
+    # confluent-kafka (the harness's admin client, a reader) has no cp313t wheel: built from
+    # source against librdkafka 2.15.1, itself built from source (scripts/lib/librdkafka.sh)
+    pin[confluent-kafka]=$(confluent_kafka_313t "$vpy") || die "no confluent-kafka for cp313t"
     sources+=(confluent-kafka)
   fi
-  local header="# $mode $(echo "$peers" | cut -f1 | tr '\n' ' ' | sed 's/ $//') (from source: ${sources[*]})"
+  local header="# $mode $(echo "$peers" | cut -f1 | tr '\n' ' ' | sed 's/ $//') (from source: ${sources[*]})${pin[*]:+ ${pin[*]}}"
   if [ "$(head -1 "$venv/.pyprod-peers" 2>/dev/null)" = "$header" ]; then return 0; fi
   say "installing the test extra's other packages ($mode, binary wheels only)"
   local p req spec latest extra

@@ -47,12 +47,4 @@ def test_tansu_idempotent_acks_all(tansu):
                        compression_type="gzip") as p:
         futures = _send(p, name, records)
     assert all(f.succeeded() for f in futures), [f.exception for f in futures if f.failed()][:3]
-    compare(records, confluent_or_kafka_python()(tansu.bootstrap_servers, name, N, timeout=WAIT))
-
-
-def confluent_or_kafka_python():
-    """confluent-kafka reads back, unless its librdkafka is 2.0 (the one confluent-kafka that
-    builds for 3.13t here), whose ApiVersions parsing fails on tansu ("Read underflow"; 2.16
-    reads it): then kafka-python."""
-    import confluent_kafka
-    return read_all_kafka_python if confluent_kafka.libversion()[1] < 0x02010000 else read_all_confluent
+    compare(records, read_all_confluent(tansu.bootstrap_servers, name, N, timeout=WAIT))
