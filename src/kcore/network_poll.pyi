@@ -1,10 +1,11 @@
 """The contract of kcore.network_poll and its twin kcore.pure.network_poll (both run
-kcore/shared/network_poll.py): the NetworkClient's data path, NetworkPoll and each connection's
-Link. All times are monotonic milliseconds.
+kcore/shared/network_poll.py): the NetworkClient's data path, NetworkPoll and each
+BrokerConnection. All times are monotonic milliseconds.
 
 NetworkHooks, NetworkMetadata and NetworkUpdater are Protocols for type checkers only (neither
 module defines them, nor lists them in ``__all__``): what NetworkPoll calls on the objects it is
-given (the NetworkClient, its Metadata and its MetadataUpdater), each called positionally."""
+given (the NetworkClient: its policy; its Metadata and its MetadataUpdater), each called
+positionally. tests/network/test_hook_protocols.py checks pyprod's objects against them."""
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -20,7 +21,7 @@ __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
            "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]
 
-# Link.state
+# Link.state (BrokerConnection.state)
 DISCONNECTED: Final = "DISCONNECTED"
 CONNECTING: Final = "CONNECTING"
 HANDSHAKING: Final = "HANDSHAKING"
@@ -40,12 +41,14 @@ def ssl_failure(e: BaseException, node_id: int, host: str, port: int,
 
 class NetworkHooks(Protocol):
     """What NetworkPoll asks its ``hooks`` (the NetworkClient) to decide, only when it is due."""
-    def set_up(self, conn: Link, now: int, /) -> bool: ...
-    def reauthenticate(self, conn: Link, now: int, /) -> None: ...
-    def connection_closed(self, conn: Link, state: str, error: BaseException | None,
+    def set_up(self, connection: Link, now: int, /) -> bool: ...
+    def reauthenticate(self, connection: Link, now: int, /) -> None: ...
+    def connection_closed(self, connection: Link, state: str,
+                          error: BaseException | None,
                           failed: list[InFlightRequest], now: int, request_update: bool, /
                           ) -> BaseException | None: ...
-    def handle_internal(self, conn: Link, req: InFlightRequest, body: memoryview, now: int, /
+    def handle_internal(self, connection: Link, req: InFlightRequest,
+                        body: memoryview, now: int, /
                         ) -> None: ...
     def response_header_end(self, frame: bytes | bytearray, /) -> int: ...
     def request_head(self, api_key: int, version: int, /) -> tuple[bytes, bytes, int]: ...
@@ -89,18 +92,25 @@ class ClientResponse:
                  body: memoryview | None, error: BaseException | None,
                  latency_ms: int) -> None: ...
 
+# TODO(h14): BrokerConnection (its class name already) once kcore/__init__ exports that
 class Link:
+    """BrokerConnection, one broker connection: its state, socket, Channel (framing buffer),
+    in-flight FIFO and attempts; ``setup`` is pyprod's ConnectionSetup (kcore never calls it)."""
     node_id: int
     host: str
     port: int
     state: str
     sock: socket.socket | None
     channel: Channel
+    setup: Any
     in_flight: deque[InFlightRequest]
     unanswered: deque[int]
     api_versions: dict[int, tuple[int, int]] | None
     produce_version: tuple[dict[int, tuple[int, int]] | None, int] | None
     last_activity_ms: int
+    last_attempt_ms: int
+    failed_attempts: int
+    error: BaseException | None
     connect_deadline_ms: int
     reauth_at_ms: int | None
     sel_mask: int
@@ -108,7 +118,8 @@ class Link:
     tls_rbuf: memoryview | None
     ssl_retry: tuple[int, Buffer] | None
     hs_wants_write: bool
-    def __init__(self, node_id: int, host: str, port: int, channel: Channel) -> None: ...
+    def __init__(self, node_id: int, host: str, port: int, channel: Channel | None = None,
+                 setup: Any = None) -> None: ...
     # the state transitions: pyprod's setup calls these, it assigns none of the fields above
     def start_connect(self, now: int, deadline_ms: int) -> None: ...
     def use_socket(self, sock: socket.socket) -> None: ...
@@ -149,7 +160,9 @@ class NetworkPoll:
     max_in_flight: int
     request_timeout_ms: int
     idle_ms: int
-    conns: dict[int, Link]
+    connections: dict[int, Link]
+    @property
+    def conns(self) -> dict[int, Link]: ...  # TODO(h14): remove (connections)
     correlation: int
     heads: dict[tuple[int, int], tuple[bytes, bytes, int]]
     completed: list[tuple[_Callback, ClientResponse]]
@@ -161,8 +174,8 @@ class NetworkPoll:
     @staticmethod
     def now_ms() -> int: ...
     def wakeup(self) -> None: ...
-    def register(self, conn: Link) -> None: ...
-    def can_send(self, conn: Link | None) -> bool: ...
+    def register(self, connection: Link) -> None: ...
+    def can_send(self, connection: Link | None) -> bool: ...
     def update_due(self, now: int) -> bool: ...
     def is_ready(self, node_id: int, now: int) -> bool: ...
     def sendable_nodes(self, now: int) -> list[int]: ...
@@ -174,19 +187,21 @@ class NetworkPoll:
                      body: bytes | bytearray | memoryview | Iterable[Buffer],
                      expects_response: bool, callback: _Callback | None,
                      timeout_ms: int) -> int: ...
-    def enqueue(self, conn: Link, api_key: int, version: int,
+    def enqueue(self, connection: Link, api_key: int, version: int,
                 body: bytes | bytearray | memoryview | Iterable[Buffer], expects_response: bool,
                 callback: _Callback | None, timeout_ms: int, now: int, internal: Any) -> int: ...
-    def write(self, conn: Link, now: int) -> None: ...
-    def after_write(self, conn: Link, done: Iterable[InFlightRequest], now: int) -> None: ...
-    def complete(self, conn: Link, req: InFlightRequest, body: memoryview | None,
+    def write(self, connection: Link, now: int) -> None: ...
+    def after_write(self, connection: Link, done: Iterable[InFlightRequest],
+                    now: int) -> None: ...
+    def complete(self, connection: Link, req: InFlightRequest, body: memoryview | None,
                  error: BaseException | None, now: int) -> None: ...
-    def close(self, conn: Link, error: BaseException | None, now: int,
+    def close(self, connection: Link, error: BaseException | None, now: int,
               request_update: bool = True) -> None: ...
     def shutdown(self, after_fork: bool = False) -> None: ...
     def poll(self, timeout_ms: float | None) -> None: ...
-    def handle_io(self, conn: Link, mask: int, now: int) -> None: ...
-    def handle_frame(self, conn: Link, frame: bytes | bytearray, now: int) -> None: ...
+    def handle_io(self, connection: Link, mask: int, now: int) -> None: ...
+    def handle_frame(self, connection: Link, frame: bytes | bytearray,
+                     now: int) -> None: ...
     def next_deadline(self) -> int: ...
     def handle_timeouts(self, now: int) -> None: ...
     def close_idle(self, now: int) -> None: ...

@@ -1,10 +1,13 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/network_poll.py: the NetworkClient's data path (NetworkPoll and
-each connection's Link), compiled in from kcore/shared/link.py and network_poll.py, so that a
-steady produce stream runs no Python bytecode in it."""
+each BrokerConnection), compiled in from kcore/shared/broker_connection.py and network_poll.py,
+so that a steady produce stream runs no Python bytecode in it."""
+from kcore.channel import Channel  # a connection's framing buffer (the compiled twin's)
 
-include "shared/link.py"          # Link, InFlightRequest, the connection states
-include "shared/network_poll.py"  # NetworkPoll, ClientResponse
+include "shared/broker_connection.py"  # BrokerConnection, InFlightRequest, the states
+include "shared/network_poll.py"       # NetworkPoll, ClientResponse
+
+Link = BrokerConnection  # TODO(h14): export BrokerConnection once kcore/__init__ imports it
 
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",

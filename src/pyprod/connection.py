@@ -1,13 +1,14 @@
-"""One broker connection: its setup (TCP connect, the TLS handshake), its reconnect backoff and
-why it last closed, over kcore's Link (the data path: its state, socket, Channel, in-flight
-FIFO and TLS byte stream, which kcore's NetworkPoll reads and writes).
+"""A broker connection's setup policy: ConnectionSetup (TCP connect, SOCKS5, the TLS handshake,
+the reconnect backoff), which each kcore BrokerConnection holds as its ``setup``.
 
-Java splits this over KafkaChannel, ClusterConnectionStates and InFlightRequests; here one object
-per node holds it all and lives across reconnects (it keeps the reconnect backoff). It does no
-select(): NetworkPoll polls the sockets, and the NetworkClient calls connect / finish_connect /
-handshake. With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the
-handshake runs non-blocking in HANDSHAKING, then the Link's reads and writes go through the ssl
-object, which releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
+kcore's BrokerConnection is the connection (Java's KafkaChannel, its InFlightRequests and its
+ClusterConnectionStates entry): it owns its state, socket, Channel, in-flight FIFO, attempts,
+and changes them itself; one per node, across reconnects. ConnectionSetup decides how it is set
+up and holds no connection: the NetworkClient calls ``connection.setup.connect(connection,
+...)`` / ``finish_connect`` / ``handshake`` (no select() here: NetworkPoll polls the sockets).
+With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the handshake runs
+non-blocking in HANDSHAKING, then the connection's reads and writes go through the ssl object,
+which releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
 """
 import errno
 import math
@@ -16,12 +17,10 @@ import socket
 import ssl
 
 from kcore import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,  # noqa: F401
-                   HANDSHAKING, MAX_DELAY_MS, READY, RECV_CHUNK, SETTING_UP, Channel, Link,
-                   ssl_failure)
+                   HANDSHAKING, MAX_DELAY_MS, READY, RECV_CHUNK, SETTING_UP, Channel, ssl_failure)
+from kcore import Link as BrokerConnection  # TODO(h14): kcore.BrokerConnection (kcore/__init__)
 from pyprod import errors
 from pyprod.socks5 import Socks5Handshake
-
-_NEVER = -(1 << 62)
 
 
 def decoded(what, fn, *args, **kwargs):
@@ -88,7 +87,7 @@ class SetupTimeout:
 
 
 def connection_settings(config):
-    """What each BrokerConnection reads from the producer config, past the socket options."""
+    """What each ConnectionSetup reads from the producer config, past the socket options."""
     return dict(proxy=config["proxy"], setup_timeout=SetupTimeout(
         config["socket_connection_setup_timeout_ms"],
         config["socket_connection_setup_timeout_max_ms"]))
@@ -104,18 +103,22 @@ def socket_options(socket_options=(), send_buffer_bytes=None, receive_buffer_byt
     return options
 
 
-class BrokerConnection(Link):
-    def __init__(self, node_id, host, port, *, backoff=None, ssl_context=None,
-                 socket_options=(), receive_message_max_bytes=100_000_000, proxy=None,
+def new_connection(node_id, host, port, *, receive_message_max_bytes=100_000_000, **setup):
+    """A kcore BrokerConnection to node_id at host:port, set up by a ConnectionSetup(**setup)."""
+    return BrokerConnection(node_id, host, port, Channel(
+        int(receive_message_max_bytes), "node %s (%s:%s)" % (node_id, host, port)),
+        ConnectionSetup(**setup))
+
+
+class ConnectionSetup:
+    """How one broker connection is set up, and when it may try again; every method takes the
+    kcore BrokerConnection it acts on (which changes its own fields)."""
+
+    def __init__(self, *, backoff=None, ssl_context=None, socket_options=(), proxy=None,
                  setup_timeout=None):
         """proxy: a Socks5Proxy to connect through; setup_timeout(failed_attempts): the setup
         deadline in ms (None: the timeout connect() is given)."""
-        super().__init__(node_id, host, port, Channel(
-            int(receive_message_max_bytes), "node %s (%s:%s)" % (node_id, host, port)))
         self._socket_options = socket_options
-        self.error = None                     # why it last closed
-        self.failed_attempts = 0
-        self.last_attempt_ms = _NEVER
         self.reconnect_backoff_ms = 0
         self._backoff = backoff or ExponentialBackoff(50, 30000)  # kafka-python's defaults
         self._addrs = []
@@ -126,56 +129,39 @@ class BrokerConnection(Link):
         self._target = None                  # what the tunnel connects to: (host, port)
         self.authenticator = None            # SaslClientAuthenticator while one runs
 
-    def __repr__(self):
-        return "<BrokerConnection node=%s %s:%s %s>" % (
-            self.node_id, self.host, self.port, self.state)
-
     # -- state --
 
-    def can_connect(self, now):
-        return (self.state == DISCONNECTED
-                and now - self.last_attempt_ms >= self.reconnect_backoff_ms)
+    def can_connect(self, connection, now):
+        return (connection.state == DISCONNECTED
+                and now - connection.last_attempt_ms >= self.reconnect_backoff_ms)
 
-    def connection_delay(self, now):
+    def connection_delay(self, connection, now):
         """Remaining reconnect backoff if disconnected, MAX while connecting, else 0."""
-        if self.state == DISCONNECTED:
-            return max(self.last_attempt_ms + self.reconnect_backoff_ms - now, 0)
-        if self.state == READY:
+        if connection.state == DISCONNECTED:
+            return max(connection.last_attempt_ms + self.reconnect_backoff_ms - now, 0)
+        if connection.state == READY:
             return 0
         return MAX_DELAY_MS
 
-    @property
-    def is_connected(self):
-        return self.state in (CHECKING_API_VERSIONS, AUTHENTICATING, READY)
-
-    def fileno(self):
-        return self.sock.fileno()
-
-    @property
-    def direct_io(self):
-        """Selector.select_io writes and reads the socket (plaintext, connected)."""
-        return self.channel.direct
-
     # -- connecting --
 
-    def connect(self, now, timeout_ms):
+    def connect(self, connection, now, timeout_ms):
         """Start a non-blocking connect. Raises KafkaConnectionError if it fails at once."""
         if self._setup_timeout is not None:
-            timeout_ms = self._setup_timeout(self.failed_attempts)
-        self.start_connect(now, now + timeout_ms)  # (IllegalStateError unless DISCONNECTED)
-        self.last_attempt_ms = now
-        self.error = None
-        if not (isinstance(self.port, int) and 0 < self.port < 65536):  # getaddrinfo wraps it
+            timeout_ms = self._setup_timeout(connection.failed_attempts)
+        connection.start_connect(now, now + timeout_ms)  # (IllegalStateError unless DISCONNECTED)
+        host, port = connection.host, connection.port
+        if not (isinstance(port, int) and 0 < port < 65536):  # getaddrinfo wraps it
             raise errors.KafkaConnectionError("cannot connect to %r:%r: port out of range" % (
-                self.host, self.port))
+                host, port))
         try:
-            family, stype, proto, _, addr = self._next_address()
+            family, stype, proto, _, addr = self._next_address(host, port)
             sock = socket.socket(family, stype, proto)
         except (OSError, UnicodeError, ValueError, TypeError) as e:
             # a host name IDNA cannot encode (label too long or empty) raises UnicodeError
             raise errors.KafkaConnectionError(
-                "cannot resolve/open %r:%s: %s" % (self.host, self.port, e)) from None
-        self.use_socket(sock)
+                "cannot resolve/open %r:%s: %s" % (host, port, e)) from None
+        connection.use_socket(sock)
         try:
             sock.setblocking(False)
             for option in self._socket_options:
@@ -183,118 +169,109 @@ class BrokerConnection(Link):
             rc = sock.connect_ex(addr)
         except OSError as e:
             raise errors.KafkaConnectionError(
-                "connect to %s failed: %s" % (self._peer(), e)) from None
+                "connect to %s failed: %s" % (self._peer(connection), e)) from None
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY,
                       getattr(errno, "WSAEWOULDBLOCK", -1)):
-            raise errors.KafkaConnectionError(
-                "connect to %s failed: %s" % (self._peer(), errno.errorcode.get(rc, rc)))
+            raise errors.KafkaConnectionError("connect to %s failed: %s" % (
+                self._peer(connection), errno.errorcode.get(rc, rc)))
 
-    def _next_address(self):
+    def _next_address(self, host, port):
         """The addrinfo to connect the socket to: the broker's next address (each in turn:
         client_dns_lookup=use_all_dns_ips), or the proxy's, and then the tunnel's target."""
         if self._proxy is not None and self._proxy.remote_dns:
-            self._target = (self.host, self.port)
+            self._target = (host, port)
             return self._proxy.address()
         if not self._addrs:
-            self._addrs = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+            self._addrs = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
         info = self._addrs.pop(0)
         if self._proxy is None:
             return info
-        self._target = (info[4][0], self.port)
+        self._target = (info[4][0], port)
         return self._proxy.address()
 
-    def finish_connect(self, now):
+    def finish_connect(self, connection, now):
         """The socket became writable while CONNECTING: raise if the connect failed."""
-        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        err = connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             raise errors.KafkaConnectionError("connect to %s failed: %s" % (
-                self._peer(), errno.errorcode.get(err, err)))
-        self.touch(now)
+                self._peer(connection), errno.errorcode.get(err, err)))
+        connection.touch(now)
         if self._proxy is not None:  # the SOCKS5 exchange first, in HANDSHAKING
             self._tunnel = Socks5Handshake(self._proxy, *self._target)
-            self.start_handshake()
+            connection.start_handshake()
         else:
-            self._transport_ready(now)
+            self._transport_ready(connection, now)
 
-    def _peer(self):
+    def _peer(self, connection):
+        peer = "%s:%s" % (connection.host, connection.port)
         if self._proxy is None:
-            return "%s:%s" % (self.host, self.port)
-        return "%s:%s through SOCKS5 proxy %s:%s" % (self.host, self.port, self._proxy.host,
-                                                     self._proxy.port)
+            return peer
+        return "%s through SOCKS5 proxy %s:%s" % (peer, self._proxy.host, self._proxy.port)
 
-    def _transport_ready(self, now):
+    def _transport_ready(self, connection, now):
         """TCP (and the tunnel, if any) is up: plaintext goes to ApiVersions, TLS wraps the
         socket and starts its handshake."""
         if self._ssl_context is None:
-            self.transport_ready(now)
+            connection.transport_ready(now)
             return
         try:  # same descriptor, so the selector registration stays valid
             sock = self._ssl_context.wrap_socket(
-                self.sock, server_hostname=self.host, do_handshake_on_connect=False)
-            self.use_socket(sock)
+                connection.sock, server_hostname=connection.host, do_handshake_on_connect=False)
+            connection.use_socket(sock)
             # the ssl object's C half: read()/write() without ssl.py's Python wrappers
             tls = getattr(sock, "_sslobj", None) or _SslCalls(sock)
         except (OSError, ValueError) as e:
-            raise ssl_failure(e, self.node_id, self.host, self.port, "setup") from e
-        self.start_handshake(tls, RECV_CHUNK)
+            raise ssl_failure(e, connection.node_id, connection.host, connection.port,
+                              "setup") from e
+        connection.start_handshake(tls, RECV_CHUNK)
 
-    def handshake(self, now):
+    def handshake(self, connection, now):
         """One non-blocking step of the SOCKS5 exchange, then of the TLS handshake; True once
         both are done (the connection is CHECKING_API_VERSIONS)."""
         if self._tunnel is not None:
             try:
-                if not self._tunnel.step(self.sock):
-                    self.handshake_waits(self._tunnel.wants_write)
+                if not self._tunnel.step(connection.sock):
+                    connection.handshake_waits(self._tunnel.wants_write)
                     return False
             except OSError as e:
                 raise errors.KafkaConnectionError("SOCKS5 exchange with %s failed: %s" % (
-                    self._peer(), e)) from None
+                    self._peer(connection), e)) from None
             self._tunnel = None
-            self.touch(now)
-            self._transport_ready(now)
+            connection.touch(now)
+            self._transport_ready(connection, now)
             if self._ssl_context is None:
                 return True
         try:
-            self.sock.do_handshake()
+            connection.sock.do_handshake()
         except ssl.SSLWantReadError:
-            self.handshake_waits(False)
+            connection.handshake_waits(False)
             return False
         except ssl.SSLWantWriteError:
-            self.handshake_waits(True)
+            connection.handshake_waits(True)
             return False
         except OSError as e:
-            raise ssl_failure(e, self.node_id, self.host, self.port, "handshake") from e
-        self.transport_ready(now)
+            raise ssl_failure(e, connection.node_id, connection.host, connection.port,
+                              "handshake") from e
+        connection.transport_ready(now)
         return True
 
-    def handshake_summary(self):
+    def handshake_summary(self, connection):
         """What handshake() finished, for the log."""
         done = [] if self._proxy is None else ["SOCKS5 tunnel through %s:%s open" % (
             self._proxy.host, self._proxy.port)]
         if self._ssl_context is not None:
-            done.append("TLS handshake done (%s)" % self.sock.version())
+            done.append("TLS handshake done (%s)" % connection.sock.version())
         return ", ".join(done)
 
-    def set_ready(self, api_versions, reauth_at_ms=None):
-        """Link.set_ready, and the reconnect backoff starts over."""
-        super().set_ready(api_versions, reauth_at_ms)
-        self.authenticator = None
-        self.failed_attempts = 0
-        self.reconnect_backoff_ms = 0
-
-    def readdress(self, host, port):
-        """Link.readdress: the next attempt resolves host afresh."""
-        super().readdress(host, port)
+    def readdress(self, connection, host, port):
+        """The broker moved: the next attempt goes to host:port, resolved afresh."""
+        connection.readdress(host, port)
         self._addrs = []
 
-    def close(self, error, now):
-        """Close the socket (Link.close: returns the requests that were in flight) and start
-        the reconnect backoff."""
-        if self.state != DISCONNECTED:
-            self.last_attempt_ms = now
-            self.reconnect_backoff_ms = self._backoff.backoff(self.failed_attempts)
-            self.failed_attempts += 1
-        self.error = error
+    def closed(self, connection, was_open):
+        """connection closed (was_open: it was not DISCONNECTED before): the setup in progress
+        ends, and a failed attempt starts the reconnect backoff."""
+        if was_open:
+            self.reconnect_backoff_ms = self._backoff.backoff(connection.failed_attempts - 1)
         self.authenticator = None
         self._tunnel = None
-        return super().close(error, now)

@@ -48,9 +48,9 @@ class MetadataUpdater:
         if node is None:
             delays = [client.connection_delay(n, now) for n in self.metadata.cluster.node_ids()]
             return max(1, min(delays, default=client.reconnect_backoff_ms))
-        conn = client.connection(node)
-        if client.io.can_send(conn):
-            self._send(conn, now)
+        connection = client.connection(node)
+        if client.network_poll.can_send(connection):
+            self._send(connection, now)
             return MAX_DELAY_MS
         if client.any_setting_up():
             return client.reconnect_backoff_ms  # let that connection finish first
@@ -58,12 +58,12 @@ class MetadataUpdater:
             return client.reconnect_backoff_ms
         return MAX_DELAY_MS
 
-    def _send(self, conn, now):
+    def _send(self, connection, now):
         try:
-            version = api_versions.pick_version(metadata_api, conn.api_versions)
+            version = api_versions.pick_version(metadata_api, connection.api_versions)
         except errors.UnsupportedVersionError as e:
             self.metadata.failed_update(now)
-            self.client.io.close(conn, e, now, request_update=False)
+            self.client.network_poll.close(connection, e, now, request_update=False)
             return
         topics, request_version = self.metadata.metadata_request(now)
         if version == 0 and not topics:
@@ -71,16 +71,17 @@ class MetadataUpdater:
         else:
             body = metadata_api.encode_request(version, topics,
                                                allow_auto_topic_creation=self._auto_create)
-        self.fetch = (conn.node_id, request_version)
-        log.debug("Sending metadata request v%d for %s to node %s", version, topics, conn.node_id)
-        self.client.send_internal(conn, metadata_api.API_KEY, version, body, now, self._tag)
+        self.fetch = (connection.node_id, request_version)
+        log.debug("Sending metadata request v%d for %s to node %s", version, topics,
+                  connection.node_id)
+        self.client.send_internal(connection, metadata_api.API_KEY, version, body, now, self._tag)
 
     def request_failed(self, now):
         """The request in flight was lost (its connection closed or it timed out)."""
         self.fetch = None
         self.metadata.failed_update(now)
 
-    def handle_response(self, conn, req, body, now):
+    def handle_response(self, connection, req, body, now):
         request_version = self.fetch[1] if self.fetch else None
         self.fetch = None
         try:
@@ -90,15 +91,16 @@ class MetadataUpdater:
             cluster = decoded("a Metadata response", cluster_from_response, resp)
         except errors.KafkaProtocolError as e:
             self.metadata.failed_update(now)
-            self.client.io.close(conn, e, now)
+            self.client.network_poll.close(connection, e, now)
             return
         if resp.error_code:
-            log.warning("Metadata request to node %s failed: %s", conn.node_id,
+            log.warning("Metadata request to node %s failed: %s", connection.node_id,
                         errors.for_code(resp.error_code).__name__)
             self.metadata.failed_update(now)
             return
         if not resp.brokers:
-            log.debug("Ignoring metadata response with no brokers from node %s", conn.node_id)
+            log.debug("Ignoring metadata response with no brokers from node %s",
+                      connection.node_id)
             self.metadata.failed_update(now)
             return
         if cluster.topic_errors:

@@ -44,10 +44,10 @@ def implementers():
     cfg = pconfig.build(bootstrap_servers="127.0.0.1:9")
     md = metadata_for(cfg)
     nc = network_client_for(cfg, md)
-    poll = nc.io
+    poll = nc.network_poll
     yield {"NetworkHooks": poll.hooks, "NetworkMetadata": poll.metadata,
            "NetworkUpdater": poll.updater}
-    nc.close()
+    nc.network_poll.shutdown()
     md.close()
 
 

@@ -37,7 +37,7 @@ def make_client(bootstrap, **kw):
     try:
         yield nc, md
     finally:
-        nc.close()
+        nc.network_poll.shutdown()
         md.close()
 
 
@@ -46,7 +46,7 @@ def poll_until(nc, cond, what, timeout=WAIT, poll_ms=50):
     while not cond():
         if time.monotonic() > deadline:
             pytest.fail("timed out after %.0fs waiting for %s" % (timeout, what))
-        nc.poll(poll_ms)
+        nc.network_poll.poll(poll_ms)
 
 
 def bootstrap(nc, md, *topics):
@@ -172,7 +172,7 @@ class TestKafka:
             def caller():
                 md.add_topic(name)
                 v = md.request_update()
-                nc.wakeup()
+                nc.network_poll.wakeup()
                 result["ok"] = md.await_update(v, int(WAIT * 1000))
                 result["parts"] = md.cluster.partitions_for_topic(name)
 
@@ -188,14 +188,14 @@ class TestKafka:
             done = threading.Event()
 
             def poller():
-                nc.poll(60_000)
+                nc.network_poll.poll(60_000)
                 done.set()
 
             t = threading.Thread(target=poller, daemon=True)
             t.start()
             time.sleep(0.05)
-            nc.wakeup()
-            nc.wakeup()  # more wakeups than polls is fine
+            nc.network_poll.wakeup()
+            nc.network_poll.wakeup()  # more wakeups than polls is fine
             assert done.wait(WAIT)
             t.join(WAIT)
 
@@ -217,7 +217,7 @@ class TestKafka:
             results, _ = kcore.decode_produce_response(v, resp.body)
             (t, partition, error_code, base_offset, *_), = results
             assert (t, partition, error_code, base_offset) == (name, 0, 0, 0)
-            assert nc.in_flight_request_count() == 0
+            assert nc.network_poll.in_flight_count() == 0
 
     def test_produce_acks0_completes_on_send(self, kafka, topic):
         from tests.harness.readback import read_all_confluent
@@ -233,7 +233,7 @@ class TestKafka:
             nc.send(node, produce.API_KEY, v, body, expects_response=False, callback=got.append)
             poll_until(nc, lambda: got, "acks=0 completion")
             assert got[0].body is None and got[0].error is None
-            assert nc.in_flight_request_count(node) == 0
+            assert nc.network_poll.in_flight_count(node) == 0
             # the connection stays in sync: a request that does get a response still matches
             mv = nc.api_version(node, metadata_api.API_KEY)
             resp = request(nc, node, metadata_api.API_KEY, mv,
@@ -256,14 +256,15 @@ class TestKafka:
             c1 = nc.send(node, metadata_api.API_KEY, v, body, callback=got.append)
             c2 = nc.send(node, metadata_api.API_KEY, v, body, callback=got.append)
             assert c2 == c1 + 1
-            assert nc.in_flight_request_count(node) == 2
-            assert not nc.is_ready(node, now_ms()) and not nc.ready(node, now_ms())
+            assert nc.network_poll.in_flight_count(node) == 2
+            assert not nc.network_poll.is_ready(node, now_ms()) and not nc.ready(node, now_ms())
             assert nc.connection_delay(node, now_ms()) == MAX_DELAY_MS
             with pytest.raises(errors.IllegalStateError):
                 nc.send(node, metadata_api.API_KEY, v, body)
             poll_until(nc, lambda: len(got) == 2, "two responses")
             assert [r.correlation_id for r in got] == [c1, c2]
-            assert nc.is_ready(node, now_ms()) and nc.connection_delay(node, now_ms()) == 0
+            assert nc.network_poll.is_ready(node, now_ms())
+            assert nc.connection_delay(node, now_ms()) == 0
 
     def test_send_to_unready_node_and_unknown_api(self, kafka):
         with make_client(kafka.bootstrap_servers) as (nc, md):
@@ -316,7 +317,7 @@ class TestKafka:
             assert "timed out" in str(got[0].error)
             assert nc.connection_state(node) == DISCONNECTED
             assert isinstance(nc.connection_error(node), errors.RequestTimedOutError)
-            assert nc.in_flight_request_count(node) == 0
+            assert nc.network_poll.in_flight_count(node) == 0
             assert md.update_requested()
             # and it recovers
             v0 = md.version
@@ -346,17 +347,17 @@ def test_wrong_port_reconnect_backoff_grows():
         deadline = time.monotonic() + WAIT
         while len(backoffs) < 6:
             assert time.monotonic() < deadline, "no reconnect attempts"
-            nc.poll(50)
-            conn = nc.connection(-1)
-            if conn is not None and conn.failed_attempts > seen:
-                assert conn.failed_attempts == seen + 1  # at most one attempt per backoff
-                seen = conn.failed_attempts
-                backoffs.append(conn.reconnect_backoff_ms)
+            nc.network_poll.poll(50)
+            connection = nc.connection(-1)
+            if connection is not None and connection.failed_attempts > seen:
+                assert connection.failed_attempts == seen + 1  # at most one attempt per backoff
+                seen = connection.failed_attempts
+                backoffs.append(connection.setup.reconnect_backoff_ms)
                 now = now_ms()
-                assert conn.state == DISCONNECTED
+                assert connection.state == DISCONNECTED
                 assert nc.is_connection_failed(-1)
                 assert isinstance(nc.connection_error(-1), errors.KafkaConnectionError)
-                assert 0 <= nc.connection_delay(-1, now) <= conn.reconnect_backoff_ms
+                assert 0 <= nc.connection_delay(-1, now) <= connection.setup.reconnect_backoff_ms
                 assert not nc.ready(-1, now)
         for k, b in enumerate(backoffs):
             term = 20 * 2 ** min(k, 4)
@@ -383,7 +384,7 @@ def test_exponential_backoff_bounds():
 # ------------------------------------------------------------------------------------------------
 
 class FakeBroker:
-    """Accepts connections on 127.0.0.1 and runs handler(self, conn) for each, in a thread."""
+    """Accepts connections on 127.0.0.1 and runs handler(self, connection) for each, in a thread."""
 
     def __init__(self, handler):
         self.handler = handler
@@ -405,32 +406,32 @@ class FakeBroker:
     def _run(self):
         while not self._stop.is_set():
             try:
-                conn, _ = self.sock.accept()
+                peer, _ = self.sock.accept()
             except socket.timeout:
                 continue
             except OSError:
                 return
-            conn.settimeout(WAIT)
+            peer.settimeout(WAIT)
             try:
-                self.handler(self, conn)
+                self.handler(self, peer)
             except (OSError, AssertionError) as e:
                 self.errors.append(e)
             finally:
-                conn.close()
+                peer.close()
 
     @staticmethod
-    def read_request(conn):
+    def read_request(peer):
         """(api_key, api_version, correlation_id) of the next request, None at EOF."""
-        head = _recv_exact(conn, 4)
+        head = _recv_exact(peer, 4)
         if head is None:
             return None
         size = struct.unpack(">i", head)[0]
-        frame = _recv_exact(conn, size)
+        frame = _recv_exact(peer, size)
         return struct.unpack(">hhi", frame[:8])
 
-    def wait_client_close(self, conn):
+    def wait_client_close(self, peer):
         try:
-            while conn.recv(4096):
+            while peer.recv(4096):
                 pass
             self.client_closed.set()
         except ConnectionResetError:
@@ -442,10 +443,10 @@ class FakeBroker:
         self.thread.join(WAIT)
 
 
-def _recv_exact(conn, n):
+def _recv_exact(peer, n):
     buf = b""
     while len(buf) < n:
-        chunk = conn.recv(n - len(buf))
+        chunk = peer.recv(n - len(buf))
         if not chunk:
             return None
         buf += chunk
@@ -475,10 +476,10 @@ FAKE_RANGES = {api_versions.API_KEY: (0, 3), metadata_api.API_KEY: (0, 12),
 
 @pytest.mark.parametrize("size", [-5, 0, 3, 1001, 0x7FFFFFFF])
 def test_bogus_frame_size_closes_connection(size):
-    def handler(fb, conn):
-        assert fb.read_request(conn) is not None
-        conn.sendall(struct.pack(">i", size) + b"\x00" * 64)
-        fb.wait_client_close(conn)
+    def handler(fb, peer):
+        assert fb.read_request(peer) is not None
+        peer.sendall(struct.pack(">i", size) + b"\x00" * 64)
+        fb.wait_client_close(peer)
 
     with fake_broker(handler) as fb, \
             make_client(fb.bootstrap, receive_message_max_bytes=1000,
@@ -499,11 +500,11 @@ def test_bogus_frame_size_closes_connection(size):
 
 
 def test_correlation_id_mismatch_closes_connection():
-    def handler(fb, conn):
-        api_key, version, corr = fb.read_request(conn)
+    def handler(fb, peer):
+        api_key, version, corr = fb.read_request(peer)
         assert api_key == api_versions.API_KEY
-        conn.sendall(api_versions_frame(version, corr + 1, FAKE_RANGES))
-        fb.wait_client_close(conn)
+        peer.sendall(api_versions_frame(version, corr + 1, FAKE_RANGES))
+        fb.wait_client_close(peer)
 
     with fake_broker(handler) as fb, \
             make_client(fb.bootstrap, reconnect_backoff_ms=10_000) as (nc, md):
@@ -517,35 +518,35 @@ def test_correlation_id_mismatch_closes_connection():
 
 def test_correlation_mismatch_after_ready_fails_in_flight():
     """A READY connection answering the wrong request: the pending callbacks get the error."""
-    def handler(fb, conn):
-        _, version, corr = fb.read_request(conn)
-        conn.sendall(api_versions_frame(version, corr, FAKE_RANGES))
-        _, _, corr = fb.read_request(conn)  # the metadata request
-        conn.sendall(header.write_response_frame(metadata_api.API, 12, corr + 7, b"\x00" * 16))
-        fb.wait_client_close(conn)
+    def handler(fb, peer):
+        _, version, corr = fb.read_request(peer)
+        peer.sendall(api_versions_frame(version, corr, FAKE_RANGES))
+        _, _, corr = fb.read_request(peer)  # the metadata request
+        peer.sendall(header.write_response_frame(metadata_api.API, 12, corr + 7, b"\x00" * 16))
+        fb.wait_client_close(peer)
 
     with fake_broker(handler) as fb, \
             make_client(fb.bootstrap, reconnect_backoff_ms=10_000) as (nc, md):
         poll_until(nc, lambda: nc.connection_error(-1) is not None, "connection closed")
         assert isinstance(nc.connection_error(-1), errors.CorrelationIdError)
         assert md.version == 0
-        assert nc.in_flight_request_count() == 0
+        assert nc.network_poll.in_flight_count() == 0
 
 
 def test_responses_delivered_byte_by_byte():
     """Size prefixes and frames split across many reads reassemble: the client bootstraps."""
     port_holder = {}
 
-    def dribble(conn, data):
+    def dribble(peer, data):
         for i in range(len(data)):
-            conn.sendall(data[i:i + 1])
+            peer.sendall(data[i:i + 1])
             if i % 7 == 0:
                 time.sleep(0.001)
 
-    def handler(fb, conn):
-        _, version, corr = fb.read_request(conn)
-        dribble(conn, api_versions_frame(version, corr, FAKE_RANGES))
-        api_key, version, corr = fb.read_request(conn)
+    def handler(fb, peer):
+        _, version, corr = fb.read_request(peer)
+        dribble(peer, api_versions_frame(version, corr, FAKE_RANGES))
+        api_key, version, corr = fb.read_request(peer)
         assert (api_key, version) == (metadata_api.API_KEY, 12)
         body = metadata_api.API.encode_response(12, {
             "throttle_time_ms": 0, "cluster_id": "fake", "controller_id": 7,
@@ -555,8 +556,8 @@ def test_responses_delivered_byte_by_byte():
                         "partitions": [{"error_code": 0, "partition_index": 0, "leader_id": 7,
                                         "leader_epoch": 3, "replica_nodes": [7],
                                         "isr_nodes": [7], "offline_replicas": []}]}]})
-        dribble(conn, header.write_response_frame(metadata_api.API, 12, corr, body))
-        fb.wait_client_close(conn)
+        dribble(peer, header.write_response_frame(metadata_api.API, 12, corr, body))
+        fb.wait_client_close(peer)
 
     with fake_broker(handler) as fb, make_client(fb.bootstrap) as (nc, md):
         port_holder["port"] = fb.port
@@ -686,10 +687,10 @@ def paired_connection(**cfg):
     from pyprod.connection import BrokerConnection
     a, b = socket.socketpair()
     a.setblocking(False)
-    conn = BrokerConnection(1, "127.0.0.1", 1, **cfg)
-    conn.sock = a
+    connection = BrokerConnection(1, "127.0.0.1", 1, **cfg)
+    connection.use_socket(a)
     try:
-        yield conn, b
+        yield connection, b
     finally:
         a.close()
         b.close()
@@ -703,75 +704,75 @@ def test_connection_reassembles_frames():
     frames = [b"\x00\x00\x00\x01abc", b"\x00\x00\x00\x02", os.urandom(200_000),
               b"\x00\x00\x00\x03" + b"z" * 70_000]
     wire = b"".join(_frame(f) for f in frames)
-    with paired_connection() as (conn, peer):
+    with paired_connection() as (connection, peer):
         got = []
         peer.setblocking(False)
         for cut in (5, 3, 65536 + 11, 1, 131072, len(wire)):  # splits inside sizes and bodies
             chunk, wire = wire[:cut], wire[cut:]
-            _send_all_draining(peer, chunk, conn, got)
-            got += _read_all(conn)
-        got += _read_all(conn)
+            _send_all_draining(peer, chunk, connection, got)
+            got += _read_all(connection)
+        got += _read_all(connection)
         assert [bytes(f) for f in got] == frames
 
 
-def _read_all(conn):
+def _read_all(connection):
     out = []
     while True:
-        frames, err = conn.read(0)
+        frames, err = connection.read(0)
         assert err is None
         out += frames
         if not frames:
             return out
 
 
-def _send_all_draining(peer, data, conn, got):
+def _send_all_draining(peer, data, connection, got):
     view = memoryview(data)
     while view:
         try:
             n = peer.send(view)
             view = view[n:]
         except BlockingIOError:
-            got += _read_all(conn)
+            got += _read_all(connection)
 
 
 def test_connection_writes_buffer_lists_with_partial_sends():
     from kcore import InFlightRequest
-    with paired_connection() as (conn, peer):
-        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    with paired_connection() as (connection, peer):
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         big = os.urandom(1 << 20)
         reqs = []
         expected = b""
         for i, expects in enumerate((True, False, True)):
             parts = [struct.pack(">i", 8 + len(big)), b"hdr%05d" % i, memoryview(big)]
             req = InFlightRequest(i, 0, 3, 0, expects, None, 0, 1000)
-            conn.enqueue(req, parts)
+            connection.enqueue(req, parts)
             reqs.append(req)
             expected += b"".join(bytes(p) for p in parts)
         received = bytearray()
         done = []
         peer.settimeout(WAIT)
-        while conn.wants_write:
-            done += conn.write(0)
+        while connection.wants_write:
+            done += connection.write(0)
             received += peer.recv(1 << 16)
         while len(received) < len(expected):
             received += peer.recv(1 << 16)
         assert bytes(received) == expected
         assert done == [reqs[1]]  # the no-response request left the FIFO once written
-        assert list(conn.in_flight) == [reqs[0], reqs[2]]
+        assert list(connection.in_flight) == [reqs[0], reqs[2]]
         with pytest.raises(errors.CorrelationIdError):
-            conn.complete_next(2)
-        assert conn.complete_next(0) is reqs[0]
+            connection.complete_next(2)
+        assert connection.complete_next(0) is reqs[0]
 
 
 def test_connection_eof_returns_frames_read_before_it():
-    with paired_connection() as (conn, peer):
+    with paired_connection() as (connection, peer):
         peer.sendall(_frame(b"\x00\x00\x00\x09ok"))
         peer.close()
         time.sleep(0.01)
-        frames, err = conn.read(0)
+        frames, err = connection.read(0)
         assert [bytes(f) for f in frames] == [b"\x00\x00\x00\x09ok"]
         if err is None:
-            frames, err = conn.read(0)
+            frames, err = connection.read(0)
         assert isinstance(err, errors.KafkaConnectionError)
         assert "closed by the broker" in str(err)
 
@@ -781,10 +782,10 @@ def test_answers_to_requests_that_expected_none_are_skipped():
     not be taken for a correlation mismatch that drops the connection."""
     from kcore import InFlightRequest
 
-    with paired_connection() as (conn, _):
-        conn.unanswered.append(7)  # request 7 (acks=0) was written
-        conn.in_flight.append(InFlightRequest(8, 0, 9, 1, True, None, 0, 1000))
-        assert conn.complete_next(7) is None  # the stray answer is skipped
-        assert conn.complete_next(8).correlation_id == 8
+    with paired_connection() as (connection, _):
+        connection.unanswered.append(7)  # request 7 (acks=0) was written
+        connection.in_flight.append(InFlightRequest(8, 0, 9, 1, True, None, 0, 1000))
+        assert connection.complete_next(7) is None  # the stray answer is skipped
+        assert connection.complete_next(8).correlation_id == 8
         with pytest.raises(errors.CorrelationIdError):
-            conn.complete_next(7)  # ... once only
+            connection.complete_next(7)  # ... once only

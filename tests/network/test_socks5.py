@@ -30,10 +30,10 @@ def echo():
     def serve():
         while True:
             try:
-                conn, _ = srv.accept()
+                peer, _ = srv.accept()
             except OSError:
                 return
-            threading.Thread(target=lambda c=conn: [c.sendall(d) for d in iter(
+            threading.Thread(target=lambda c=peer: [c.sendall(d) for d in iter(
                 lambda: c.recv(4096), b"")], daemon=True).start()
     threading.Thread(target=serve, daemon=True).start()
     yield srv.getsockname()
@@ -101,9 +101,9 @@ def test_a_hung_proxy_ends_at_the_connection_setup_timeout():
             socket_connection_setup_timeout_max_ms=200, reconnect_backoff_ms=10) as (nc, _):
         start = time.monotonic()
         nc.ready(-1, int(start * 1000))
-        conn = nc.connection(-1)
-        poll_until(nc, lambda: conn.error is not None, "the setup timeout", poll_ms=20)
-        assert "timed out" in str(conn.error) and conn.failed_attempts == 1
+        connection = nc.connection(-1)
+        poll_until(nc, lambda: connection.error is not None, "the setup timeout", poll_ms=20)
+        assert "timed out" in str(connection.error) and connection.failed_attempts == 1
         assert time.monotonic() - start < 3
         poll_until(nc, lambda: proxy.clients >= 2 or nc.ready(-1, int(time.monotonic() * 1000)),
                    "a second attempt", poll_ms=20)
@@ -118,7 +118,7 @@ def _round_trip(kafka, topic, proxy, url, n=500, **configs):
         p.flush()
         for f in futures:
             f.get(timeout=WAIT)
-        peers = {c.sock.getpeername()[1] for c in list(p._client._conns.values())
+        peers = {c.sock.getpeername()[1] for c in list(p._client.network_poll.connections.values())
                  if c.sock is not None}
     assert peers == {proxy.port}  # every connection went through the proxy
     compare(sent, read_all(kafka.bootstrap_servers, name, expected_count=n))

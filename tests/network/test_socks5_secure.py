@@ -23,8 +23,9 @@ def test_sasl_ssl_through_the_proxy(kafka_secure, topic):
             for s in sent:
                 p.send(name, value=s.value, key=s.key)
             p.flush()
-            conns = [c for c in list(p._client._conns.values()) if c.sock is not None]
-            assert conns and all(c.sock.version() for c in conns)  # TLS inside the tunnel
-            assert {c.sock.getpeername()[1] for c in conns} == {proxy.port}
+            connections = [c for c in list(p._client.network_poll.connections.values())
+                           if c.sock is not None]
+            assert connections and all(c.sock.version() for c in connections)  # TLS in the tunnel
+            assert {c.sock.getpeername()[1] for c in connections} == {proxy.port}
         assert proxy.logins and all(ok for _, ok in proxy.logins)
     compare(sent, read_all(kafka_secure.bootstrap_servers, name, expected_count=len(sent)))

@@ -1,10 +1,13 @@
 """The NetworkClient's data path (Java's NetworkClient.poll with its Selector and
-InFlightRequests): NetworkPoll and each connection's Link. The code is kcore/shared/link.py and
-kcore/shared/network_poll.py, which the compiled twin compiles in; this twin runs it as Python."""
-from kcore.shared.link import (  # noqa: F401
+InFlightRequests): NetworkPoll and each BrokerConnection. The code is
+kcore/shared/broker_connection.py and kcore/shared/network_poll.py, which the compiled twin
+compiles in; this twin runs it as Python."""
+from kcore.shared.broker_connection import (  # noqa: F401
     AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, HANDSHAKING, MAX_DELAY_MS,
-    READY, SETTING_UP, InFlightRequest, Link, drop_tracebacks, ssl_failure)
+    READY, SETTING_UP, BrokerConnection, InFlightRequest, drop_tracebacks, ssl_failure)
 from kcore.shared.network_poll import ClientResponse, NetworkPoll, now_ms  # noqa: F401
+
+Link = BrokerConnection  # TODO(h14): export BrokerConnection once kcore/__init__ imports it
 
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",

@@ -1,19 +1,21 @@
 """The NetworkClient's data path (Java's NetworkClient.poll with its Selector and
 InFlightRequests), the same in both implementations (see kcore/shared/__init__.py).
 
-NetworkPoll owns it: the Selector and its Waker, every connection's Link (kcore/shared/link.py:
-its socket, Channel, in-flight FIFO and TLS byte stream), the correlation ids and the completed
-responses. It polls, queues requests, dispatches responses and times requests out, so that a
-steady produce stream runs compiled. What needs a decision goes to the NetworkClient (pyprod)
-through its hooks, only when it is due (see NetworkPoll).
+NetworkPoll owns it: the Selector and its Waker, every BrokerConnection
+(kcore/shared/broker_connection.py: its state, socket, Channel, in-flight FIFO and TLS byte
+stream), the correlation ids and the completed responses. It polls, queues requests,
+dispatches responses and times requests out, so that a steady produce stream runs compiled.
+What needs a decision goes to its policy, the NetworkClient (pyprod), through its hooks, only
+when it is due (see NetworkPoll).
 """
 import logging
 import time
 
 from kcore.errors import IllegalStateError, KafkaConnectionError, KafkaError, RequestTimedOutError
 
-if "Link" not in globals():  # the pure twin: kcore/network_poll.pyx compiles link.py in first
-    from kcore.shared.link import (CONNECTING, DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY,
+if "BrokerConnection" not in globals():  # the pure twin (network_poll.pyx compiles it in)
+    from kcore.shared.broker_connection import (CONNECTING, DISCONNECTED, HANDSHAKING,
+                                                MAX_DELAY_MS, READY,
                                    SETTING_UP, InFlightRequest)
 
 _log = logging.getLogger("kcore.network_poll")
@@ -66,15 +68,16 @@ class ClientResponse:
 
 
 class NetworkPoll:
-    """The NetworkClient's data path. ``hooks`` is the NetworkClient, which decides (its
-    methods, called only when due): ``set_up(conn, now)`` (a connection CONNECTING or
-    HANDSHAKING became ready: its next setup steps; True if its I/O goes on in this poll),
-    ``reauthenticate(conn, now)``, ``connection_closed(conn, state, error, failed, now,
-    request_update)`` (after conn.close(): returns the error for its failed requests),
-    ``handle_internal(conn, req, body, now)``, ``response_header_end(frame)``,
-    ``request_head(api_key, version)`` and ``api_version(node_id, api_key)``. ``metadata``
-    has ``update_due_ms`` (when an update is due) and ``updater`` has ``fetch`` (None unless a
-    metadata request is in flight) and ``maybe_update(now)``. ``conns``: node id -> Link."""
+    """The NetworkClient's data path. ``hooks`` is its policy (network_poll.pyi's NetworkHooks:
+    pyprod's NetworkClient), which decides, only when due: ``set_up(connection, now)`` (a
+    connection CONNECTING or HANDSHAKING became ready: its next setup steps; True if its I/O
+    goes on in this poll), ``reauthenticate(connection, now)``, ``connection_closed(connection,
+    state, error, failed, now, request_update)`` (after connection.close(): returns the error
+    for its failed requests), ``handle_internal(connection, req, body, now)``,
+    ``response_header_end(frame)``, ``request_head(api_key, version)`` and
+    ``api_version(node_id, api_key)``. ``metadata`` has ``update_due_ms`` (when an update is
+    due) and ``updater`` has ``fetch`` (None unless a metadata request is in flight) and
+    ``maybe_update(now)``. ``connections``: node id -> BrokerConnection."""
 
     def __init__(self, hooks, metadata, updater, selector, waker, *, max_in_flight,
                  request_timeout_ms, idle_ms):
@@ -84,7 +87,7 @@ class NetworkPoll:
         self.max_in_flight = int(max_in_flight)
         self.request_timeout_ms = int(request_timeout_ms)
         self.idle_ms = int(idle_ms)
-        self.conns = {}
+        self.connections = {}
         self.correlation = 0
         self.heads = {}      # (api key, version) -> hooks.request_head(api key, version)
         self.completed = []  # (callback, ClientResponse), run at the end of poll()
@@ -93,23 +96,28 @@ class NetworkPoll:
 
     now_ms = staticmethod(now_ms)
 
+    @property
+    def conns(self):  # TODO(h14): remove after producer_metrics/tests say connections
+        return self.connections
+
     def wakeup(self):
         """Interrupt a blocking poll() (any thread)."""
         self.waker.wakeup()
 
     # -- the connections --
 
-    def register(self, conn):
-        """conn's socket just started connecting: poll it (its Channel's plaintext I/O is the
+    def register(self, connection):
+        """connection's socket just started connecting: poll it (its Channel's plaintext I/O is the
         Selector's once attached)."""
-        self.sel.register(conn.sock, _READ | _WRITE, conn)
-        self.sel.set_channel(conn.sock, conn.channel)
-        conn.sel_mask = _READ | _WRITE
+        self.sel.register(connection.sock, _READ | _WRITE, connection)
+        self.sel.set_channel(connection.sock, connection.channel)
+        connection.sel_mask = _READ | _WRITE
 
-    def can_send(self, conn):
+    def can_send(self, connection):
         """READY, below max in flight, and nothing left half-written (Java's canSendMore)."""
-        return (conn is not None and conn.state == READY and not conn.channel.wants_write
-                and len(conn.in_flight) < self.max_in_flight)
+        return (connection is not None and connection.state == READY
+                and not connection.channel.wants_write
+                and len(connection.in_flight) < self.max_in_flight)
 
     def update_due(self, now):
         """A metadata request is due and not in flight: it goes before anything else (Java)."""
@@ -117,39 +125,39 @@ class NetworkPoll:
 
     def is_ready(self, node_id, now):
         """Can a request go to node_id now?"""
-        return not self.update_due(now) and self.can_send(self.conns.get(node_id))
+        return not self.update_due(now) and self.can_send(self.connections.get(node_id))
 
     def sendable_nodes(self, now):
         """The nodes whose connection can take a request now: none while a metadata update
         is due (it goes first, as in Java)."""
         if self.update_due(now):
             return []
-        return [node for node, conn in self.conns.items() if self.can_send(conn)]
+        return [node for node, connection in self.connections.items() if self.can_send(connection)]
 
     def ready_delay(self, node_id):
         """For a READY connection, ms until it can take a request (0, or MAX_DELAY_MS while
         its in-flight limit is reached: a response will wake poll); None if it is not READY."""
-        conn = self.conns.get(node_id)
-        if conn is None or conn.state != READY:
+        connection = self.connections.get(node_id)
+        if connection is None or connection.state != READY:
             return None
-        return 0 if self.can_send(conn) else MAX_DELAY_MS
+        return 0 if self.can_send(connection) else MAX_DELAY_MS
 
     def busy_nodes(self):
         """The nodes with requests in flight."""
-        return {node for node, conn in self.conns.items() if conn.in_flight}
+        return {node for node, connection in self.connections.items() if connection.in_flight}
 
     def in_flight_count(self, node_id=None):
         if node_id is not None:
-            conn = self.conns.get(node_id)
-            return 0 if conn is None else len(conn.in_flight)
-        return sum(len(c.in_flight) for c in self.conns.values())
+            connection = self.connections.get(node_id)
+            return 0 if connection is None else len(connection.in_flight)
+        return sum(len(c.in_flight) for c in self.connections.values())
 
     def produce_version(self, node_id):
         """The Produce version for node_id's connection, picked once per ApiVersions answer."""
-        conn = self.conns[node_id]
-        known = conn.produce_version  # (the api versions it was picked from, the version)
-        if known is None or known[0] is not conn.api_versions:
-            known = conn.produce_version = (conn.api_versions,
+        connection = self.connections[node_id]
+        known = connection.produce_version  # (the api versions it was picked from, the version)
+        if known is None or known[0] is not connection.api_versions:
+            known = connection.produce_version = (connection.api_versions,
                                             self.hooks.api_version(node_id, 0))
         return known[1]
 
@@ -158,12 +166,12 @@ class NetworkPoll:
     def send_request(self, node_id, api_key, version, body, expects_response, callback,
                      timeout_ms):
         """A request to a node known to be able to take it (sendable_nodes)."""
-        return self.enqueue(self.conns[node_id], api_key, version, body, expects_response,
+        return self.enqueue(self.connections[node_id], api_key, version, body, expects_response,
                             callback, timeout_ms, now_ms(), None)
 
-    def enqueue(self, conn, api_key, version, body, expects_response, callback, timeout_ms,
+    def enqueue(self, connection, api_key, version, body, expects_response, callback, timeout_ms,
                 now, internal):
-        """Queue a request on conn and write what the socket takes; returns its correlation
+        """Queue a request on connection and write what the socket takes; returns its correlation
         id. body: bytes-like or a list of them, without header or size."""
         cid = self.correlation
         self.correlation = 0 if cid >= 0x7FFFFFFF else cid + 1
@@ -177,52 +185,52 @@ class NetworkPoll:
             size += memoryview(part).nbytes
         req = InFlightRequest(cid, api_key, version, head[2], expects_response, callback, now,
                               timeout_ms, internal)
-        conn.enqueue(req, [size.to_bytes(4, "big") + prefix] + parts)
-        self.write(conn, now)
+        connection.enqueue(req, [size.to_bytes(4, "big") + prefix] + parts)
+        self.write(connection, now)
         return cid
 
-    def write(self, conn, now):
-        """Write what conn's socket takes; a failed write closes the connection."""
-        if conn.sock is None:  # closed (or, in the fuzz harness, never opened)
+    def write(self, connection, now):
+        """Write what connection's socket takes; a failed write closes the connection."""
+        if connection.sock is None:  # closed (or, in the fuzz harness, never opened)
             return
         try:
-            done = conn.write(now)
+            done = connection.write(now)
         except KafkaConnectionError as e:
-            self.close(conn, e, now)
+            self.close(connection, e, now)
             return
-        self.after_write(conn, done, now)
+        self.after_write(connection, done, now)
 
-    def after_write(self, conn, done, now):
+    def after_write(self, connection, done, now):
         """Complete the requests written that expect no response; poll writability only while
         it matters."""
         for req in done:  # acks=0 style requests complete once written (Java)
-            self.complete(conn, req, None, None, now)
-        mask = _READ | _WRITE if conn.wants_write else _READ
-        if conn.sock is not None and mask != conn.sel_mask:
-            self.sel.modify(conn.sock, mask, conn)
-            conn.sel_mask = mask
+            self.complete(connection, req, None, None, now)
+        mask = _READ | _WRITE if connection.wants_write else _READ
+        if connection.sock is not None and mask != connection.sel_mask:
+            self.sel.modify(connection.sock, mask, connection)
+            connection.sel_mask = mask
 
-    def complete(self, conn, req, body, error, now):
+    def complete(self, connection, req, body, error, now):
         if req.callback is not None:
             self.completed.append((req.callback, ClientResponse(
-                conn.node_id, req.api_key, req.api_version, req.correlation_id, body, error,
+                connection.node_id, req.api_key, req.api_version, req.correlation_id, body, error,
                 now - req.send_ms)))
 
     # -- closing --
 
-    def close(self, conn, error, now, request_update=True):
-        """Close conn (conn.close()) and fail its requests; the hooks decide the rest."""
-        if conn.sock is not None:
+    def close(self, connection, error, now, request_update=True):
+        """Close connection (connection.close()), fail its requests; the hooks decide the rest."""
+        if connection.sock is not None:
             try:
-                self.sel.unregister(conn.sock)
+                self.sel.unregister(connection.sock)
             except (KeyError, ValueError):
                 pass
-        state = conn.state
-        failed = conn.close(error, now)
-        error = self.hooks.connection_closed(conn, state, error, failed, now, request_update)
+        state = connection.state
+        failed = connection.close(error, now)
+        error = self.hooks.connection_closed(connection, state, error, failed, now, request_update)
         for req in failed:
             if req.internal is None:
-                self.complete(conn, req, None, error, now)
+                self.complete(connection, req, None, error, now)
 
     def shutdown(self, after_fork=False):
         """Close every connection, the selector and the waker. Callbacks of requests still in
@@ -234,11 +242,11 @@ class NetworkPoll:
             return
         self.closed = True
         now = now_ms()
-        for conn in self.conns.values():
+        for connection in self.connections.values():
             if after_fork:
-                conn.close(None, now)
-            elif conn.sock is not None:
-                self.close(conn, None, now, request_update=False)
+                connection.close(None, now)
+            elif connection.sock is not None:
+                self.close(connection, None, now, request_update=False)
         self.completed.clear()
         self.sel.close()
         self.waker.close()
@@ -251,10 +259,11 @@ class NetworkPoll:
         if self.closed:
             raise IllegalStateError("NetworkClient is closed")
         now = now_ms()
-        for conn in self.conns.values():  # KIP-368: re-authenticate before the session ends
-            if conn.reauth_at_ms is not None and conn.state == READY and \
-                    now >= conn.reauth_at_ms:
-                self.hooks.reauthenticate(conn, now)
+        # KIP-368: re-authenticate before the session ends
+        for connection in self.connections.values():
+            if connection.reauth_at_ms is not None and connection.state == READY and \
+                    now >= connection.reauth_at_ms:
+                self.hooks.reauthenticate(connection, now)
         updater = self.updater
         if updater.fetch is not None:
             metadata_timeout = MAX_DELAY_MS  # the response (or its timeout) will wake poll
@@ -269,39 +278,39 @@ class NetworkPoll:
         events = self.sel.select_io(min(max(0, wait), _MAX_WAIT_MS) / 1000.0)
         now = now_ms()
         for key, mask in events:
-            conn = key.data
-            if conn is None:
+            connection = key.data
+            if connection is None:
                 self.waker.drain()
-            elif conn.sock is not None:
-                self.handle_io(conn, mask, now)
+            elif connection.sock is not None:
+                self.handle_io(connection, mask, now)
         self.handle_timeouts(now)
         if now >= self.next_idle_check:
             self.close_idle(now)
         if self.completed:
             self.run_callbacks()
 
-    def handle_io(self, conn, mask, now):
-        state = conn.state
+    def handle_io(self, connection, mask, now):
+        state = connection.state
         if state == CONNECTING or state == HANDSHAKING:
-            if not self.hooks.set_up(conn, now):
+            if not self.hooks.set_up(connection, now):
                 return
-        if conn.channel.direct:  # select_io wrote and read the socket already, without the GIL
-            done, frames, error = conn.collect(now)
-            self.after_write(conn, done, now)
+        if connection.channel.direct:  # select_io wrote and read the socket, without the GIL
+            done, frames, error = connection.collect(now)
+            self.after_write(connection, done, now)
         else:
-            if mask & _WRITE and conn.wants_write:
-                self.write(conn, now)
-            if not mask & _READ or conn.sock is None:
+            if mask & _WRITE and connection.wants_write:
+                self.write(connection, now)
+            if not mask & _READ or connection.sock is None:
                 return
-            frames, error = conn.read(now)
+            frames, error = connection.read(now)
         for frame in frames:
-            self.handle_frame(conn, frame, now)
-            if conn.sock is None:
+            self.handle_frame(connection, frame, now)
+            if connection.sock is None:
                 return
         if error is not None:
-            self.close(conn, error, now)
+            self.close(connection, error, now)
 
-    def handle_frame(self, conn, frame, now):
+    def handle_frame(self, connection, frame, now):
         """One response frame (without its size): matched to the FIFO head, its header
         skipped, then completed (or handed to the client, for its own requests)."""
         req = None
@@ -309,7 +318,7 @@ class NetworkPoll:
             if len(frame) < 4:
                 self.hooks.response_header_end(frame)  # raises the reader's error
             cid = int.from_bytes(frame[:4], "big", signed=True)
-            req = conn.complete_next(cid)
+            req = connection.complete_next(cid)
             if req is None:
                 return
             pos = 4
@@ -318,52 +327,54 @@ class NetworkPoll:
                     self.hooks.response_header_end(frame)
         except KafkaError as e:
             if req is not None:  # its header did not decode: it fails with the connection
-                conn.in_flight.appendleft(req)
-            self.close(conn, e, now)
+                connection.in_flight.appendleft(req)
+            self.close(connection, e, now)
             return
         body = memoryview(frame)[pos:]
         if req.internal is None:
-            self.complete(conn, req, body, None, now)
+            self.complete(connection, req, body, None, now)
         else:
-            self.hooks.handle_internal(conn, req, body, now)
+            self.hooks.handle_internal(connection, req, body, now)
 
     def next_deadline(self):
         t = MAX_DELAY_MS
-        for conn in self.conns.values():
-            if conn.state != DISCONNECTED:
-                t = min(t, conn.next_deadline())
+        for connection in self.connections.values():
+            if connection.state != DISCONNECTED:
+                t = min(t, connection.next_deadline())
         return t
 
     def handle_timeouts(self, now):
-        for conn in list(self.conns.values()):
-            setting_up = conn.state in SETTING_UP
-            if setting_up and now >= conn.connect_deadline_ms:
-                self.close(conn, KafkaConnectionError(
+        for connection in list(self.connections.values()):
+            setting_up = connection.state in SETTING_UP
+            if setting_up and now >= connection.connect_deadline_ms:
+                self.close(connection, KafkaConnectionError(
                     "timed out after %d ms connecting to node %s (%s:%s) in state %s" % (
-                        now - conn.last_attempt_ms, conn.node_id, conn.host, conn.port,
-                        conn.state)), now)
+                        now - connection.last_attempt_ms, connection.node_id, connection.host,
+                        connection.port,
+                        connection.state)), now)
                 continue
-            if conn.state == DISCONNECTED or not conn.in_flight:
+            if connection.state == DISCONNECTED or not connection.in_flight:
                 continue
-            req = conn.expired_request(now)
+            req = connection.expired_request(now)
             if req is not None and setting_up:  # ApiVersions or SASL unanswered: no connection
-                self.close(conn, KafkaConnectionError(
+                self.close(connection, KafkaConnectionError(
                     "timed out after %d ms connecting to node %s (%s:%s) in state %s: no answer "
-                    "to request api %d" % (now - req.send_ms, conn.node_id, conn.host,
-                                          conn.port, conn.state, req.api_key)), now)
+                    "to request api %d" % (now - req.send_ms, connection.node_id, connection.host,
+                                          connection.port, connection.state, req.api_key)), now)
             elif req is not None:
-                self.close(conn, RequestTimedOutError(
+                self.close(connection, RequestTimedOutError(
                     "request (api %d, correlation id %d) to node %s timed out after %d ms; "
-                    "closing the connection" % (req.api_key, req.correlation_id, conn.node_id,
+                    "closing the connection" % (req.api_key, req.correlation_id, connection.node_id,
                                                 now - req.send_ms)), now)
 
     def close_idle(self, now):
         self.next_idle_check = now + min(_IDLE_CHECK_MS, self.idle_ms)
-        for conn in list(self.conns.values()):
-            if conn.state == READY and not conn.in_flight and not conn.wants_write and \
-                    now - conn.last_activity_ms >= self.idle_ms:
-                _log.debug("Closing idle connection to node %s", conn.node_id)
-                self.close(conn, None, now, request_update=False)
+        for connection in list(self.connections.values()):
+            if connection.state == READY and not connection.in_flight and \
+                    not connection.wants_write and \
+                    now - connection.last_activity_ms >= self.idle_ms:
+                _log.debug("Closing idle connection to node %s", connection.node_id)
+                self.close(connection, None, now, request_update=False)
 
     def run_callbacks(self):
         done, self.completed = self.completed, []

@@ -1,7 +1,7 @@
-"""One broker connection's data path (Java's KafkaChannel with its InFlightRequests), the same in
-both implementations (see kcore/shared/__init__.py): the connection states, an in-flight
-request, the Link, and the errors that end a connection. kcore.network_poll compiles it in,
-before kcore/shared/network_poll.py.
+"""One broker connection (Java's KafkaChannel with its InFlightRequests and its
+ClusterConnectionStates entry), the same in both implementations (see kcore/shared/__init__.py):
+the connection states, an in-flight request, the BrokerConnection, and the errors that end a
+connection. kcore.network_poll compiles it in, before kcore/shared/network_poll.py.
 """
 import collections
 import errno
@@ -12,7 +12,10 @@ import sys
 from kcore.errors import (CorrelationIdError, IllegalStateError, KafkaConnectionError,
                           KafkaError, SslAuthenticationError)
 
-# Connection states (Link.state)
+if "Channel" not in globals():  # the pure twin: kcore/network_poll.pyx imports the compiled one
+    from kcore.pure.channel import Channel
+
+# Connection states (BrokerConnection.state)
 DISCONNECTED = "DISCONNECTED"
 CONNECTING = "CONNECTING"
 HANDSHAKING = "HANDSHAKING"            # TLS handshake
@@ -21,6 +24,7 @@ AUTHENTICATING = "AUTHENTICATING"      # SASL exchange (first, or re-authenticat
 READY = "READY"
 SETTING_UP = (CONNECTING, HANDSHAKING, CHECKING_API_VERSIONS, AUTHENTICATING)
 MAX_DELAY_MS = sys.maxsize
+_NEVER = -(1 << 62)
 
 _SSL_SMALL = 4096       # smaller buffers are joined into one TLS write (one record, one syscall)
 _SSL_JOIN_MAX = 16384
@@ -74,18 +78,23 @@ class InFlightRequest:
             self.correlation_id, self.api_key, self.api_version)
 
 
-class Link:
-    """One broker connection's data path (Java's KafkaChannel with its InFlightRequests): its
-    state, socket and byte streams (a kcore Channel; the ssl object under TLS), its in-flight
-    FIFO. pyprod's BrokerConnection extends it with the connection's setup; NetworkPoll reads
-    and writes only what is defined here. Kafka answers in order: responses match the FIFO head.
-    """
+class BrokerConnection:
+    """One broker connection, from its first attempt on (it lives across reconnects): its
+    state, socket and byte streams, its in-flight FIFO, and its attempts (when the last began,
+    how many failed in a row, why it last closed). It alone changes its fields (the methods
+    below). ``setup`` is the policy that sets it up (pyprod's ConnectionSetup: connect, proxy,
+    TLS, reconnect backoff); kcore never calls it, the NetworkClient does (NetworkPoll's hooks).
+    ``channel`` is its framing buffer (kcore.channel.Channel: the requests to write, the
+    response frames being read). Kafka answers in order: responses match the FIFO head."""
 
-    def __init__(self, node_id, host, port, channel):
+    def __init__(self, node_id, host, port, channel=None, setup=None):
         self.node_id, self.host, self.port = node_id, host, port
         self.state = DISCONNECTED
         self.sock = None
-        self.channel = channel                # requests to write, response frames being read
+        if channel is None:
+            channel = Channel(100_000_000, "node %s (%s:%s)" % (node_id, host, port))
+        self.channel = channel
+        self.setup = setup
         self.in_flight = collections.deque()  # InFlightRequest, oldest first
         # correlation ids of written requests that expected no answer (acks=0): some brokers
         # (tansu) answer anyway, and those answers are skipped, not a protocol error
@@ -93,6 +102,9 @@ class Link:
         self.api_versions = None              # {api_key: (min, max)} once checked
         self.produce_version = None           # (api_versions, Produce version)
         self.last_activity_ms = 0
+        self.last_attempt_ms = _NEVER         # the last attempt began, or ended, then
+        self.failed_attempts = 0              # attempts in a row that closed before READY
+        self.error = None                     # why it last closed
         self.connect_deadline_ms = MAX_DELAY_MS
         self.reauth_at_ms = None              # KIP-368: authenticate again from then on
         self.sel_mask = 0                     # selector events registered
@@ -101,7 +113,11 @@ class Link:
         self.ssl_retry = None                 # (count, joined bytes) of a TLS write to redo
         self.hs_wants_write = False           # the TLS handshake waits for writability
 
-    # -- the state transitions (pyprod's setup policy calls these; it sets no field itself) --
+    def __repr__(self):
+        return "<BrokerConnection node=%s %s:%s %s>" % (
+            self.node_id, self.host, self.port, self.state)
+
+    # -- the state transitions (the setup policy calls these; it sets no field itself) --
 
     def start_connect(self, now, deadline_ms):
         """DISCONNECTED -> CONNECTING: a new attempt, set up by deadline_ms."""
@@ -109,9 +125,9 @@ class Link:
             raise IllegalStateError("connect on a %s connection to node %s" % (
                 self.state, self.node_id))
         self.state = CONNECTING
-        self.api_versions = None
+        self.api_versions = self.error = None
         self.connect_deadline_ms = deadline_ms
-        self.last_activity_ms = now
+        self.last_activity_ms = self.last_attempt_ms = now
 
     def use_socket(self, sock):
         """The socket of this attempt (connecting), or its TLS wrapping (same descriptor)."""
@@ -162,6 +178,7 @@ class Link:
         self.state = READY
         self.connect_deadline_ms = MAX_DELAY_MS
         self.reauth_at_ms = reauth_at_ms
+        self.failed_attempts = 0
 
     def forget_produce_version(self):
         """Pick the Produce version again on the next request."""
@@ -327,8 +344,12 @@ class Link:
 
     def close(self, error, now):
         """Close the socket and drop the byte streams; returns the requests that were in flight
-        (oldest first). BrokerConnection extends it (the reconnect backoff)."""
+        (oldest first). An open or opening connection counts a failed attempt."""
         drop_tracebacks(error)
+        if self.state != DISCONNECTED:
+            self.last_attempt_ms = now
+            self.failed_attempts += 1
+        self.error = error
         if self.sock is not None:
             try:
                 self.sock.close()
