@@ -1,5 +1,6 @@
-"""The contract of kcore.channel and its twin kcore.pure.channel: one connection's byte stream
-(size-prefixed frames out and in), which Selector.select_io may drive itself."""
+"""The contract of kcore.channel and its twin kcore.pure.channel: Channel, one connection's
+framing buffer (size-prefixed frames out and in), which Selector.select_io may drive itself; a
+concept of its own (the connection, kcore's BrokerConnection, owns one)."""
 import socket
 from collections.abc import Iterable
 from typing import Any

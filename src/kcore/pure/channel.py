@@ -1,6 +1,9 @@
-"""A broker connection's two byte streams (Java's KafkaChannel with its NetworkSend queue and
-NetworkReceive): requests waiting to be written, whole frames in order, each handed over as a
+"""Channel: a broker connection's framing buffer, its two byte streams (Java's NetworkSend queue
+and NetworkReceive): requests waiting to be written, whole frames in order, each handed over as a
 list of bytes-like objects that are written uncopied; and the size-prefixed frames being read.
+A concept of its own, not another name for the connection: the connection (kcore's
+BrokerConnection: state, socket, in-flight FIFO, attempts) owns one, and Selector.select_io
+drives it alone, without the GIL and without the connection.
 
 write() writes plaintext with writev; for TLS the connection writes pending() through its ssl
 object and reports the count with advance(). Both return the tags of the frames whose last byte
