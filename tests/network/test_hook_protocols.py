@@ -67,3 +67,24 @@ def test_pyprod_implements_the_protocol(name, implementers):
             actual = _from_signature(inspect.signature(getattr(obj, member)))
             compare("%s.%s" % (type(obj).__name__, member), params, actual, problems)
     assert not problems, "\n".join(problems)
+
+
+def test_a_connection_is_kcores_with_pyprods_setup_policy():
+    """One owner per connection: the NetworkClient's connections are kcore's class itself (no
+    pyprod subclass), each holding a ConnectionSetup that holds no connection back."""
+    import kcore
+    from pyprod.connection import ConnectionSetup
+    cfg = pconfig.build(bootstrap_servers="127.0.0.1:9")
+    md = metadata_for(cfg)
+    nc = network_client_for(cfg, md)
+    try:
+        nc.ready(-1, kcore.now_ms())  # makes the bootstrap connection (nothing listens on :9)
+        connections = list(nc.network_poll.connections.values())
+        assert connections and all(type(c) is kcore.Link for c in connections)
+        for connection in connections:
+            assert type(connection.setup) is ConnectionSetup
+            assert not [name for name, value in vars(connection.setup).items()
+                        if isinstance(value, kcore.Link)]
+    finally:
+        nc.network_poll.shutdown()
+        md.close()
