@@ -18,7 +18,7 @@ from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING
 
 KERNELS = ("varint", "crc", "murmur", "record_batch_builder", "buffer_pool", "timing_wheel",
-           "future", "producer_batch", "transaction_manager", "builtin_partitioner",
+           "future", "producer_batch", "txn_partition_map", "builtin_partitioner",
            "partition_queue", "record_accumulator", "send_path", "batch_send", "selector",
            "channel", "produce_codec", "network_poll", "sender_loop")
 # A build made with PYPROD_NO_EXTENSIONS=1 (a pure py3-none-any wheel) ships the marker _pure:
@@ -42,7 +42,7 @@ if TYPE_CHECKING or EXTENSIONS:
                               ProduceRequestResult, RecordMetadata, TopicPartition)
     from kcore.producer_batch import (BATCH_HEADER, ProducerBatch, piece_errors,
                                       record_size_upper_bound, restamp)
-    from kcore.transaction_manager import SEQUENCE_MODULO, TransactionManager
+    from kcore.txn_partition_map import SEQUENCE_MODULO, TxnPartitionMap
     from kcore.builtin_partitioner import BuiltInPartitioner
     from kcore.partition_queue import PartitionQueue
     from kcore.record_accumulator import ReadyCheckResult, RecordAccumulator, TopicInfo
@@ -68,7 +68,7 @@ else:
                                    ProduceRequestResult, RecordMetadata, TopicPartition)
     from kcore.pure.producer_batch import (BATCH_HEADER, ProducerBatch, piece_errors,
                                            record_size_upper_bound, restamp)
-    from kcore.pure.transaction_manager import SEQUENCE_MODULO, TransactionManager
+    from kcore.pure.txn_partition_map import SEQUENCE_MODULO, TxnPartitionMap
     from kcore.pure.builtin_partitioner import BuiltInPartitioner
     from kcore.pure.partition_queue import PartitionQueue
     from kcore.pure.record_accumulator import ReadyCheckResult, RecordAccumulator, TopicInfo
@@ -94,9 +94,9 @@ __all__ = [
     # future
     "TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata", "Future",
     "BatchFuture", "BatchMetadata",
-    # producer_batch, transaction_manager, builtin_partitioner, partition_queue
+    # producer_batch, txn_partition_map, builtin_partitioner, partition_queue
     "ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER", "piece_errors",
-    "TransactionManager", "SEQUENCE_MODULO", "BuiltInPartitioner", "PartitionQueue",
+    "TxnPartitionMap", "SEQUENCE_MODULO", "BuiltInPartitioner", "PartitionQueue",
     # record_accumulator, send_path, batch_send
     "RecordAccumulator", "ReadyCheckResult", "TopicInfo", "SendPath", "custom_partition",
     "fork_generation", "BatchSendPath", "prepare_rows",
@@ -125,7 +125,7 @@ def _pure_modules() -> tuple[ModuleType, ...]:
     from kcore.pure import (batch_send, buffer_pool, builtin_partitioner, channel,  # noqa: F401
                             crc, future, murmur, network_poll, partition_queue, produce_codec,
                             producer_batch, record_accumulator, record_batch_builder, selector,
-                            send_path, sender_loop, timing_wheel, transaction_manager, varint)
+                            send_path, sender_loop, timing_wheel, txn_partition_map, varint)
     return tuple(getattr(pure, kernel) for kernel in KERNELS)
 
 
@@ -133,5 +133,5 @@ def _compiled_modules() -> tuple[ModuleType, ...]:
     from kcore import (batch_send, buffer_pool, builtin_partitioner, channel,  # noqa: F401
                        crc, future, murmur, network_poll, partition_queue, produce_codec,
                        producer_batch, record_accumulator, record_batch_builder, selector,
-                       send_path, sender_loop, timing_wheel, transaction_manager, varint)
+                       send_path, sender_loop, timing_wheel, txn_partition_map, varint)
     return tuple(getattr(sys.modules[__name__], kernel) for kernel in KERNELS)

@@ -42,7 +42,7 @@ cdef class PartitionQueue:
     cdef Py_ssize_t head, count, cap
     cdef int32_t leader          # as of the accumulator's last look at metadata; -1: none
     cdef bint muted              # a request is in flight and order needs one at a time
-    cdef object entry_ref        # the transaction manager's state for tp, or None
+    cdef object entry_ref        # the TxnPartitionMap's state for tp, or None
     cdef PyObject* entry         # (borrowed from entry_ref, for drain() without the GIL)
     cdef kc_mutex_t lock
     cdef kc_ft_lock_t append_lock

@@ -13,10 +13,10 @@
 #   without the lock load num_partitions (kc_load_int_acquire) and index the lists below it.
 #   partitioner: set once. _seeds: under _topics_lock.
 # - _leaders_of, _nleaders, _nentries: the Sender thread only. A queue counts in
-#   _nleaders/_nentries only once its leader / transaction manager entry is set: making one
+#   _nleaders/_nentries only once its leader / TxnPartitionMap entry is set: making one
 #   may let another thread add queues.
-# - batch_size, batch_max_size, delivery_timeout_ms, tm, metadata, compression_type: set in
-#   __init__, then read-only (also without the GIL).
+# - batch_size, batch_max_size, delivery_timeout_ms, txn_partitions, metadata, compression_type:
+#   set in __init__, then read-only (also without the GIL).
 # - Appends (_append): under the queue's append_lock (partition_queue.pxd), holding the batch
 #   they fill (its `appending`, producer_batch.pxd); _new_batch returns its batch held.
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
@@ -29,7 +29,7 @@ from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch
 from kcore.send_choice cimport SendChoice
-from kcore.transaction_manager cimport TransactionManager
+from kcore.txn_partition_map cimport TxnPartitionMap
 
 
 cdef class TopicInfo:
@@ -60,14 +60,14 @@ cdef class RecordAccumulator(SendChoice):
     cdef public int64_t delivery_timeout_ms
     cdef public object compression_type
     cdef public object metadata
-    cdef public TransactionManager tm  # idempotence's sequences, or None
+    cdef public TxnPartitionMap txn_partitions  # idempotence's sequences, or None
     cdef dict _topics, _deques         # topic -> TopicInfo, tp -> PartitionQueue
     cdef object _topics_lock           # an RLock: _topics' updates, one at a time
     cdef set _incomplete
     cdef object _seeds   # random.Random(seed) for the partitioners' seeds, or None
     cdef object _leaders_of            # the cluster the queues' leaders come from
     cdef Py_ssize_t _nleaders          # queues whose leader was read from it
-    cdef Py_ssize_t _nentries          # queues given their transaction manager entry
+    cdef Py_ssize_t _nentries          # queues given their TxnPartitionMap entry
 
     cdef PartitionQueue _queue(self, object tp)
     cdef int _refresh_leaders(self, object cluster) except -1

@@ -10,7 +10,7 @@ from kcore.builtin_partitioner import BuiltInPartitioner
 from kcore.future import FutureRecordMetadata, ProduceRequestResult, TopicPartition
 from kcore.partition_queue import PartitionQueue
 from kcore.producer_batch import ProducerBatch
-from kcore.transaction_manager import TransactionManager
+from kcore.txn_partition_map import TxnPartitionMap
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
@@ -37,8 +37,8 @@ class RecordAccumulator:
     compression_type: str | None
     pool: BufferPool
     metadata: Any
-    tm: TransactionManager | None
-    def __init__(self, metadata: Any, transaction_manager: TransactionManager | None = None, *,
+    txn_partitions: TxnPartitionMap | None
+    def __init__(self, metadata: Any, txn_partitions: TxnPartitionMap | None = None, *,
                  batch_size: int, linger_ms: int, buffer_memory: int,
                  compression_type: str | None, delivery_timeout_ms: int, retry_backoff_ms: int,
                  batch_max_size: int | None = None, seed: int | None = None) -> None: ...

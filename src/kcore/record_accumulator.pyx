@@ -5,7 +5,7 @@ The GIL is the lock for the accumulator's Python state; a large record is copied
 only while its batch is marked ``appending`` (drain() leaves such a batch). Each partition's
 batches are a PartitionQueue (kcore.partition_queue), a C ring under its own mutex, so that
 ready() can scan them all without the GIL while callers append, and drain() choose its batches
-the same way (the transaction manager's per-partition state is C, owned by the Sender thread).
+the same way (the TxnPartitionMap's per-partition state is C, owned by the Sender thread).
 Those choices are made in kcore.send_choice (SendChoice, this class's base); this module keeps
 what runs with the GIL around them (leaders, entries, the result, taking the chosen batches)
 and the appends.
@@ -32,7 +32,7 @@ from kcore.producer_batch cimport HELD, ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 from kcore.send_choice cimport ReadyScan, SendChoice
 from kcore.sync_impl cimport kc_mutex_lock, kc_mutex_unlock
-from kcore.transaction_manager cimport TransactionManager
+from kcore.txn_partition_map cimport TxnPartitionMap
 
 import random
 import threading
@@ -119,7 +119,7 @@ cdef int _reentered(tp) except -1:
 
 
 cdef class RecordAccumulator(SendChoice):
-    def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
+    def __init__(self, metadata, txn_partitions=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
                  batch_max_size=None, seed=None):
         self.batch_size = batch_size
@@ -131,7 +131,7 @@ cdef class RecordAccumulator(SendChoice):
         self.compression_type = compression_type
         self.pool = _BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
-        self.tm = transaction_manager
+        self.txn_partitions = txn_partitions
         self._topics, self._deques, self._incomplete = {}, {}, set()
         self._topics_lock = threading.RLock()
         self._seeds = None if seed is None else random.Random(seed)
@@ -393,9 +393,10 @@ cdef class RecordAccumulator(SendChoice):
         cdef ReadyScan scan
         cdef Py_ssize_t n, nbusy = len(busy), nsend = 0 if sendable is None else len(sendable)
         cdef Py_ssize_t i, nids = 0
-        cdef TransactionManager tm = self.tm
+        cdef TxnPartitionMap txn_partitions = self.txn_partitions
         cdef bint draining = sendable is not None
-        cdef PyObject* tm_ = <PyObject*>tm if tm is not None else NULL
+        cdef PyObject* txn_partitions_ = (<PyObject*>txn_partitions
+                                          if txn_partitions is not None else NULL)
         self._refresh_leaders(cluster)
         if draining:
             self._give_entries()
@@ -418,10 +419,10 @@ cdef class RecordAccumulator(SendChoice):
             if n >= _NOGIL_QUEUES:
                 with nogil:
                     nids = self._ready_select(n, now, nodes, nbusy, nsend, &scan, draining,
-                                              ids, busy_, tm_, idx)
+                                              ids, busy_, txn_partitions_, idx)
             else:
                 nids = self._ready_select(n, now, nodes, nbusy, nsend, &scan, draining, ids,
-                                          busy_, tm_, idx)
+                                          busy_, txn_partitions_, idx)
             args = (({nodes[i] for i in range(scan.nready)},
                       float("inf") if scan.next_delay == INT64_MAX else scan.next_delay,
                       {(<PartitionQueue>self._queue_at(scan.unknown[i])).tp[0]
@@ -441,8 +442,9 @@ cdef class RecordAccumulator(SendChoice):
         """The queues are chosen (without the GIL from _NOGIL_QUEUES queues on; callers append
         meanwhile), then their head batches are sealed and given sequences under the GIL."""
         cdef Py_ssize_t n, nnodes = len(nodes), k
-        cdef TransactionManager tm = self.tm
-        cdef PyObject* tm_ = <PyObject*>tm if tm is not None else NULL
+        cdef TxnPartitionMap txn_partitions = self.txn_partitions
+        cdef PyObject* txn_partitions_ = (<PyObject*>txn_partitions
+                                          if txn_partitions is not None else NULL)
         order = list(nodes)
         self._refresh_leaders(cluster)
         self._give_entries()
@@ -457,9 +459,11 @@ cdef class RecordAccumulator(SendChoice):
                 ids[k], busy_[k] = order[k], order[k] in busy
             if n >= _NOGIL_QUEUES:
                 with nogil:
-                    self._select(n, now, ids, busy_, nnodes, tm_, idx, idx + n, idx + 2 * n)
+                    self._select(n, now, ids, busy_, nnodes, txn_partitions_, idx, idx + n,
+                                 idx + 2 * n)
             else:
-                self._select(n, now, ids, busy_, nnodes, tm_, idx, idx + n, idx + 2 * n)
+                self._select(n, now, ids, busy_, nnodes, txn_partitions_, idx, idx + n,
+                                 idx + 2 * n)
             return self._take_picked(order, idx, n, max_request_size, now)
         finally:
             free(ids)
@@ -467,15 +471,15 @@ cdef class RecordAccumulator(SendChoice):
             free(idx)
 
     cdef int _give_entries(self) except -1:
-        """Queues made since the last drain get their transaction manager entry."""
+        """Queues made since the last drain get their TxnPartitionMap entry."""
         cdef PartitionQueue dq
         cdef Py_ssize_t k
         # Re-read _nqueues each time: making an entry may run the collector, whose finalizers
         # may let a caller add a queue; counting it done would leave its entry NULL.
         while self._nentries < self._queue_count():
-            if self.tm is not None:
+            if self.txn_partitions is not None:
                 dq = <PartitionQueue>self._queue_at(self._nentries)
-                dq.entry_ref = self.tm.partition_entry(dq.tp)
+                dq.entry_ref = self.txn_partitions.partition_entry(dq.tp)
                 dq.entry = <PyObject*>dq.entry_ref
             self._nentries += 1
         return 0
@@ -508,8 +512,8 @@ cdef class RecordAccumulator(SendChoice):
             if not dq.take_head(first):
                 continue  # held since
             try:
-                if self.tm is not None:
-                    self.tm.assign_c(first)
+                if self.txn_partitions is not None:
+                    self.txn_partitions.assign_c(first)
                 else:
                     first.build()
             except Exception as e:  # it fails alone; the Sender goes on

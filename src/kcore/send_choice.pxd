@@ -15,7 +15,7 @@
 #   delays a batch by one loop.
 # - linger_ms, retry_backoff_ms, pool: set in RecordAccumulator.__init__, then read-only (also
 #   without the GIL).
-# - Each queue's leader and transaction manager entry, read here without the GIL, are set by
+# - Each queue's leader and TxnPartitionMap entry, read here without the GIL, are set by
 #   the Sender thread before the choice (RecordAccumulator._refresh_leaders, _give_entries).
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
 # nogil: _queue_at, _queue_count (any thread); _scan, _select (they take _queues_lock, then each queue's lock around its reads);
@@ -62,12 +62,13 @@ cdef class SendChoice:
     # drain()'s choice without the GIL: for each node k, the queues whose head batch may go
     # (one per partition, in round-robin order) land in picks[ends[k-1]:ends[k]].
     cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
-                      const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
-                      Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
+                      const bint* busy, Py_ssize_t nnodes, PyObject* txn_partitions,
+                      Py_ssize_t* scratch, Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
     # ready()'s scan, then drain()'s choice for the sendable ready nodes; how many nodes got one.
     cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
                                   Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
-                                  bint draining, int32_t* ids, bint* busy_, PyObject* tm,
+                                  bint draining, int32_t* ids, bint* busy_,
+                                  PyObject* txn_partitions,
                                   Py_ssize_t* idx) noexcept nogil
     cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
-                         PyObject* tm) noexcept nogil
+                         PyObject* txn_partitions) noexcept nogil

@@ -19,7 +19,7 @@ from kcore.fork_impl cimport kc_fork_install, kc_fork_track, kc_fork_untrack
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport ProducerBatch
 from kcore.sync_impl cimport kc_mutex_destroy, kc_mutex_init, kc_mutex_lock, kc_mutex_unlock
-from kcore.transaction_manager cimport TransactionManager
+from kcore.txn_partition_map cimport TxnPartitionMap
 
 __all__ = []  # internal: RecordAccumulator's base (kcore.record_accumulator)
 
@@ -77,14 +77,15 @@ cdef class SendChoice:
     # -- ready() ---------------------------------------------------------------------------
     cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
                                   Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
-                                  bint draining, int32_t* ids, bint* busy_, PyObject* tm,
+                                  bint draining, int32_t* ids, bint* busy_,
+                                  PyObject* txn_partitions,
                                   Py_ssize_t* idx) noexcept nogil:
         cdef Py_ssize_t nids = 0
         self._scan(n, now, nodes + n, nbusy, scan)
         if draining:
             nids = _sendable_ready(scan, nodes + n + nbusy, nsend, nodes + n, nbusy, ids, busy_)
             if nids:
-                self._select(n, now, ids, busy_, nids, tm, idx, idx + n, idx + 2 * n)
+                self._select(n, now, ids, busy_, nids, txn_partitions, idx, idx + n, idx + 2 * n)
         return nids
 
     cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
@@ -133,8 +134,8 @@ cdef class SendChoice:
 
     # -- drain() ---------------------------------------------------------------------------
     cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
-                      const bint* busy, Py_ssize_t nnodes, PyObject* tm, Py_ssize_t* scratch,
-                      Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil:
+                      const bint* busy, Py_ssize_t nnodes, PyObject* txn_partitions,
+                      Py_ssize_t* scratch, Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil:
         cdef Py_ssize_t i, j, k, count, first, npicks = 0
         cdef PyObject* dq
         kc_mutex_lock(&self._queues_lock)
@@ -151,7 +152,7 @@ cdef class SendChoice:
                     i = scratch[(first + j) % count]
                     dq = self._queues[i]
                     kc_mutex_lock(&(<PartitionQueue>dq).lock)
-                    if self._drainable(dq, now, busy[k], tm):
+                    if self._drainable(dq, now, busy[k], txn_partitions):
                         picks[npicks] = i
                         npicks += 1
                     kc_mutex_unlock(&(<PartitionQueue>dq).lock)
@@ -159,7 +160,7 @@ cdef class SendChoice:
         kc_mutex_unlock(&self._queues_lock)
 
     cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
-                         PyObject* tm) noexcept nogil:
+                         PyObject* txn_partitions) noexcept nogil:
         cdef PyObject* first
         if not (<PartitionQueue>dq).count or (<PartitionQueue>dq).muted:
             return False
@@ -171,5 +172,5 @@ cdef class SendChoice:
                 return False
         elif busy and not self._sendable(dq, now, True):
             return False  # it grows meanwhile
-        return tm == NULL or (<TransactionManager>tm).may_drain_c(
+        return txn_partitions == NULL or (<TxnPartitionMap>txn_partitions).may_drain_c(
             (<PartitionQueue>dq).entry, first)

@@ -4,7 +4,7 @@
 # GIL build). No method is nogil. Fields are set in __init__ and only read after, but `_closed`
 # (the `closed` property: set by KafkaProducer.close(), any thread; atomic, kc_load_int /
 # kc_store_int on every access). The transaction manager's fatal_error and send_refusal are
-# read through its accessors, under its lock (transaction_manager.pxd).
+# read through its accessors, under its lock (txn_partition_map.pxd).
 # Fork: fork_gen is kc_fork_generation() when made; in a forked child (they differ) send()
 # hands the call to on_fork()'s SendPath (KafkaProducer's, rebuilt in the child; see
 # docs/fork.md), or raises IllegalStateError without on_fork. Nothing here is re-made.
@@ -12,14 +12,14 @@ from libc.stdint cimport int64_t
 
 from kcore.record_accumulator cimport RecordAccumulator, TopicInfo
 from kcore.selector cimport Waker
-from kcore.transaction_manager cimport TransactionManager
+from kcore.txn_partition_map cimport TxnPartitionMap
 
 
 cdef class SendPath:
     cdef RecordAccumulator accumulator
     cdef object wait_on_metadata, wakeup, partitioner, on_new_batch, on_fork
     cdef Waker waker               # the Sender's Waker (C to C), or None: wakeup() is called
-    cdef TransactionManager tm
+    cdef TxnPartitionMap txn_partitions
     cdef object key_serializer, value_serializer
     cdef int64_t max_block_ms, max_request_size, buffer_memory
     cdef int _closed                 # `closed` (atomic)

@@ -5,7 +5,7 @@ from typing import Any
 
 from kcore.future import FutureRecordMetadata
 from kcore.record_accumulator import RecordAccumulator
-from kcore.transaction_manager import TransactionManager
+from kcore.txn_partition_map import TxnPartitionMap
 
 __all__ = ["SendPath", "custom_partition", "fork_generation"]
 
@@ -20,7 +20,7 @@ class SendPath:
                  key_serializer: Callable[..., Any] | None,
                  value_serializer: Callable[..., Any] | None, max_block_ms: float,
                  max_request_size: int, buffer_memory: int, partitioner: Any = None,
-                 transaction_manager: TransactionManager | None = None,
+                 txn_partitions: TxnPartitionMap | None = None,
                  on_fork: Callable[[], SendPath] | None = None) -> None: ...
     def send(self, topic: str, value: Any = None, key: Any = None,
              headers: Sequence[tuple[str, Any]] | None = None, partition: int | None = None,

@@ -41,7 +41,7 @@ cdef class SendPath:
 
     def __init__(self, RecordAccumulator accumulator, wait_on_metadata, wakeup, *,
                  key_serializer, value_serializer, max_block_ms, max_request_size,
-                 buffer_memory, partitioner=None, transaction_manager=None, on_fork=None):
+                 buffer_memory, partitioner=None, txn_partitions=None, on_fork=None):
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata
         if isinstance(wakeup, Waker):  # the Sender's: woken C to C
@@ -50,7 +50,7 @@ cdef class SendPath:
             self.wakeup = wakeup
         self.partitioner = partitioner
         self.on_new_batch = getattr(partitioner, "on_new_batch", None)
-        self.tm = transaction_manager
+        self.txn_partitions = txn_partitions
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
         self.max_block_ms = max_block_ms
@@ -78,13 +78,13 @@ cdef class SendPath:
         kc_store_int(&self._closed, value)
 
     cdef int _check_usable(self) except -1:
-        cdef TransactionManager tm = self.tm
+        cdef TxnPartitionMap txn_partitions = self.txn_partitions
         if kc_load_int(&self._closed):
             raise IllegalStateError("KafkaProducer already closed!")
-        if tm is not None and tm.errors_hint():
-            error = tm.error_c(1)  # fatal_error, then send_refusal
+        if txn_partitions is not None and txn_partitions.errors_hint():
+            error = txn_partitions.error_c(1)  # fatal_error, then send_refusal
             if error is None:
-                error = tm.error_c(2)
+                error = txn_partitions.error_c(2)
             if error is not None:
                 raise error
         return 0

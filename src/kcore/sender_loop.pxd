@@ -27,7 +27,7 @@ from libc.stdint cimport int64_t
 
 from kcore.producer_batch cimport ProducerBatch
 from kcore.timing_wheel cimport TimingWheel
-from kcore.transaction_manager cimport TransactionManager
+from kcore.txn_partition_map cimport TxnPartitionMap
 
 
 cdef class TopicTally:
@@ -42,7 +42,7 @@ cdef class NodeTally:
 
 cdef class SenderLoop:
     cdef public object accumulator      # a RecordAccumulator
-    cdef public TransactionManager tm  # the idempotent producer's sequences, or None
+    cdef public TxnPartitionMap txn_partitions  # the idempotent producer's sequences, or None
     cdef public object net             # the NetworkClient's NetworkPoll: its data path
     cdef public object transactional_id  # in every ProduceRequest (str), or None
     cdef int _running                  # `running`: the loop goes on while set (atomic)

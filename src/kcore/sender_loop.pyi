@@ -13,7 +13,7 @@ from kcore.produce_codec import _PartitionResult
 from kcore.producer_batch import ProducerBatch
 from kcore.record_accumulator import RecordAccumulator
 from kcore.timing_wheel import TimingWheel
-from kcore.transaction_manager import TransactionManager
+from kcore.txn_partition_map import TxnPartitionMap
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 
@@ -21,7 +21,7 @@ QUEUE_SCAN: Final = "queue-scan"
 
 class SenderLoop:
     accumulator: RecordAccumulator
-    tm: TransactionManager | None
+    txn_partitions: TxnPartitionMap | None
     net: NetworkPoll | None
     running: bool
     wheel: TimingWheel
@@ -59,7 +59,7 @@ class SenderLoop:
     sample_every_ms: int
     sample_due_ms: int
     def __init__(self, accumulator: RecordAccumulator,
-                 transaction_manager: TransactionManager | None, *, now: int, acks: int,
+                 txn_partitions: TxnPartitionMap | None, *, now: int, acks: int,
                  request_timeout_ms: int, delivery_timeout_ms: int, guarantee_order: bool,
                  on_partition: Callable[[ProducerBatch, _PartitionResult], object],
                  on_error: Callable[[ProducerBatch, BaseException], object],

@@ -7,7 +7,7 @@ from libc.stdint cimport INT64_MAX, int32_t, int64_t
 from kcore.atomic_impl cimport kc_load_i64, kc_load_int, kc_store_i64, kc_store_int
 from kcore.producer_batch cimport ProducerBatch
 from kcore.timing_wheel cimport TimingWheel
-from kcore.transaction_manager cimport TransactionManager
+from kcore.txn_partition_map cimport TxnPartitionMap
 
 from kcore.produce_codec import decode_produce_response, encode_produce_body
 from kcore.errors import KafkaError, UnknownError
@@ -24,12 +24,12 @@ cdef Py_ssize_t _BATCH_HEADER = 61  # a v2 batch's header: what its records' mea
 
 
 cdef class SenderLoop:
-    def __init__(self, accumulator, transaction_manager, *, int64_t now,
+    def __init__(self, accumulator, txn_partitions, *, int64_t now,
                  int acks, int64_t request_timeout_ms, int64_t delivery_timeout_ms,
                  bint guarantee_order, on_partition, on_error, on_piece_done=None,
                  on_fail=None, net=None, transactional_id=None):
         self.accumulator = accumulator
-        self.tm = transaction_manager
+        self.txn_partitions = txn_partitions
         self.net = net
         self.transactional_id = transactional_id
         kc_store_int(&self._running, 1)
@@ -250,8 +250,8 @@ cdef class SenderLoop:
                        int64_t log_append_time) except -1:
         if self.guarantee_order:
             self.accumulator.unmute(batch.topic_partition)
-        if self.tm is not None:
-            self.tm.remove_c(batch, True)
+        if self.txn_partitions is not None:
+            self.txn_partitions.remove_c(batch, True)
         kc_store_i64(&self._records_sent, kc_load_i64(&self._records_sent) + batch.record_count)
         self.accumulator.complete(batch, base_offset, log_append_time)
         if self.split_parents:

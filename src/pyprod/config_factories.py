@@ -51,7 +51,7 @@ def network_client_for(config, metadata):
         connection_options=connection_settings(config))
 
 
-def sender_for(config, client, metadata, accumulator, transaction_manager, metrics,
+def sender_for(config, client, metadata, accumulator, txn_partitions, metrics,
                sender_loop=kcore.SenderLoop):
     return Sender(
         client, metadata, accumulator, client_id=config["client_id"], acks=config["acks"],
@@ -61,7 +61,7 @@ def sender_for(config, client, metadata, accumulator, transaction_manager, metri
         delivery_timeout_ms=config["delivery_timeout_ms"],
         transaction_timeout_ms=config["transaction_timeout_ms"],
         max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
-        transaction_manager=transaction_manager, metrics=metrics, sender_loop=sender_loop,
+        txn_partitions=txn_partitions, metrics=metrics, sender_loop=sender_loop,
         transactional_id=config["transactional_id"])
 
 

@@ -88,30 +88,30 @@ class KafkaProducer:
         self._client = network_client_for(self.config, self._metadata)
         idempotent = self.config["enable_idempotence"]
         transactional_id = self.config["transactional_id"]
-        self._tm = kcore.TransactionManager(
+        self._txn_partitions = kcore.TxnPartitionMap(
             self.config["max_in_flight_requests_per_connection"],
             transactional=transactional_id is not None) if idempotent else None
-        self._accumulator = kcore.RecordAccumulator(self._metadata, self._tm,
+        self._accumulator = kcore.RecordAccumulator(self._metadata, self._txn_partitions,
                                                     **accumulator_settings(self.config))
         self._max_block_ms = self.config["max_block_ms"]
         self._metrics = collections.Counter()
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
-                                  self._tm, self._metrics)
+                                  self._txn_partitions, self._metrics)
         self._producer_metrics = ProducerMetrics.for_producer(self)  # metrics(), its reporters
         # transaction_manager: a hook for pyprod.aio (a plain attribute: it reads it per send)
-        self._txn = self.transaction_manager = None
+        self.transaction_manager = None
         self._init_result = None
         if transactional_id is not None:
-            self._txn = self.transaction_manager = TransactionManager(
-                transactional_id, self.config["transaction_timeout_ms"], self._tm,
+            self.transaction_manager = TransactionManager(
+                transactional_id, self.config["transaction_timeout_ms"], self._txn_partitions,
                 self._accumulator, self._client, self._metadata,
                 retry_backoff_ms=self.config["retry_backoff_ms"],
                 request_timeout_ms=self.config["request_timeout_ms"],
                 batches_sent=lambda loop=self._sender.produce_loop: loop.batches)
-            self._sender.set_transactions(self._txn)
+            self._sender.set_transactions(self.transaction_manager)
         self._send_path = kcore.SendPath(
             self._accumulator, self._wait_on_metadata, self._client.io.waker,
-            partitioner=self.config["partitioner"], transaction_manager=self._tm,
+            partitioner=self.config["partitioner"], txn_partitions=self._txn_partitions,
             on_fork=functools.partial(_send_path_in_child, weakref.ref(self)),
             **send_settings(self.config))
         self.send = self._send_path.send  # one vectorcall into kcore per record
@@ -209,7 +209,7 @@ class KafkaProducer:
         if raw is None:  # serialized already
             raw = self._raw_send_path = kcore.SendPath(
                 self._accumulator, self._wait_on_metadata, self._client.io.waker,
-                transaction_manager=self._tm, **send_settings(self.config, serialize=False))
+                txn_partitions=self._txn_partitions, **send_settings(self.config, serialize=False))
         custom = self._partition_with(self.config["partitioner"])
         n = len(vals)
         future = kcore.BatchFuture(topic, n)
@@ -279,12 +279,12 @@ class KafkaProducer:
     # -- transactions (kafka-python's API; Java's semantics) ----------------------------------
     def _transactions(self, what):
         self._here()
-        if self._txn is None:
+        if self.transaction_manager is None:
             raise errors.IllegalStateError(
                 "Cannot %s: transactions are not enabled (set transactional_id)" % what)
         if self._closed:
             raise errors.IllegalStateError("KafkaProducer already closed!")
-        return self._txn
+        return self.transaction_manager
 
     def _await(self, result, what):
         self._sender.wakeup()

@@ -36,7 +36,7 @@ class Sender(threading.Thread):
     def __init__(self, client, metadata, accumulator, *, client_id, acks, retries,
                  request_timeout_ms, max_request_size, retry_backoff_ms, delivery_timeout_ms,
                  transaction_timeout_ms, max_in_flight_requests_per_connection,
-                 transaction_manager=None, metrics=None, sender_loop=SenderLoop,
+                 txn_partitions=None, metrics=None, sender_loop=SenderLoop,
                  transactional_id=None):
         """sender_loop: the SenderLoop class, of the accumulator's implementation;
         transactional_id: a transactional producer's (then set_transactions() before start)."""
@@ -44,8 +44,8 @@ class Sender(threading.Thread):
         self.client = client
         self.metadata = metadata
         self.accumulator = accumulator
-        self.tm = transaction_manager
-        self.txn = None  # a transactional producer's pyprod TransactionManager
+        self.txn_partitions = txn_partitions
+        self.transaction_manager = None  # a transactional producer's pyprod TransactionManager
         self.metrics = metrics if metrics is not None else collections.Counter()
         self.acks = acks
         self.retries = retries
@@ -55,13 +55,13 @@ class Sender(threading.Thread):
         self.delivery_timeout_ms = delivery_timeout_ms
         self.transaction_timeout_ms = transaction_timeout_ms
         # Without idempotence, max_in_flight=1 keeps order by muting a partition while it sends.
-        self.guarantee_order = transaction_manager is None and \
+        self.guarantee_order = txn_partitions is None and \
             max_in_flight_requests_per_connection == 1
         self._force_close = False
         self._init_pid_in_flight = False
         self._init_pid_not_before = 0
         self.produce_loop = sender_loop(
-            accumulator, transaction_manager, now=now_ms(), acks=acks,
+            accumulator, txn_partitions, now=now_ms(), acks=acks,
             request_timeout_ms=request_timeout_ms, delivery_timeout_ms=delivery_timeout_ms,
             guarantee_order=self.guarantee_order, on_partition=self._on_partition,
             on_error=self._on_error, on_piece_done=self._piece_done, on_fail=self._fail,
@@ -69,29 +69,30 @@ class Sender(threading.Thread):
         self._split_parents = self.produce_loop.split_parents
 
     # -- lifecycle --------------------------------------------------------------------------
-    def set_transactions(self, txn):
+    def set_transactions(self, transaction_manager):
         """A transactional producer: each loop runs its TransactionManager's step first."""
-        self.txn = txn
+        self.transaction_manager = transaction_manager
 
     def run(self):
-        if self.txn is None:
+        if self.transaction_manager is None:
             self.produce_loop.run(self)  # each loop, until initiate_close()
         else:
             while self.produce_loop.running:
                 self._run_once_safely()
-            if not self._force_close and self.txn.in_transaction():
+            if not self._force_close and self.transaction_manager.in_transaction():
                 log.info("Aborting incomplete transaction due to shutdown")
-                self.txn.begin_abort()
+                self.transaction_manager.begin_abort()
         # Closing: send what is left unless forced, then give up on the rest (transactional
         # requests after delivery_timeout_ms: the broker aborts what they leave open).
         txn_deadline = now_ms() + self.delivery_timeout_ms
         while not self._force_close and (
                 self.accumulator.has_undrained() or self.client.in_flight_request_count() > 0
-                or (self.txn is not None and self.txn.has_pending() and
+                or (self.transaction_manager is not None and
+                    self.transaction_manager.has_pending() and
                     now_ms() < txn_deadline)):
             self._run_once_safely()
-        if self.txn is not None:
-            self.txn.close(errors.KafkaError("Producer closed"))
+        if self.transaction_manager is not None:
+            self.transaction_manager.close(errors.KafkaError("Producer closed"))
         if self.accumulator.has_incomplete():
             self.accumulator.abort_incomplete(errors.KafkaError("Producer is closed forcefully."))
         self.produce_loop.in_flight.clear()
@@ -121,10 +122,10 @@ class Sender(threading.Thread):
         """One loop: kcore's SenderLoop runs it (expiry, the produce step, the client's poll),
         unless the producer id needs a decision first, which is taken here. A transactional
         producer's TransactionManager goes first (its requests, one at a time)."""
-        if self.txn is not None:
+        if self.transaction_manager is not None:
             now = now_ms()
             self.produce_loop.fail_expired(now)
-            delay = self.txn.run(self, now)
+            delay = self.transaction_manager.run(self, now)
             if delay is not None:
                 self.client.poll(delay)
                 return
@@ -134,23 +135,23 @@ class Sender(threading.Thread):
 
     def decide(self, now):
         """The producer id's decisions, which come before anything is sent under it."""
-        tm = self.tm
-        if tm.fatal_error is not None:
+        txn_partitions = self.txn_partitions
+        if txn_partitions.fatal_error is not None:
             if self.accumulator.has_undrained():  # appended by a send() that raced the error
-                self.accumulator.abort_incomplete(tm.fatal_error, close=False)
+                self.accumulator.abort_incomplete(txn_partitions.fatal_error, close=False)
             self.client.poll(self._next_deadline_delay(now))
             return
-        if self.txn is not None:  # its producer id and resets come from its requests
+        if self.transaction_manager is not None:  # its producer id and resets: its requests
             self.client.poll(min(self.retry_backoff_ms, self._next_deadline_delay(now)))
             return
-        if tm.needs_producer_id():
-            if tm.bump_epoch():
-                log.info("Producer id %d: epoch bumped to %d", tm.producer_id,
-                         tm.producer_epoch)
+        if txn_partitions.needs_producer_id():
+            if txn_partitions.bump_epoch():
+                log.info("Producer id %d: epoch bumped to %d", txn_partitions.producer_id,
+                         txn_partitions.producer_epoch)
                 self.client.poll(self._send_producer_data(now))
                 return
             self._maybe_init_producer_id(now)
-        elif tm.reset_pending:  # batches of unknown fate are asked about under the old id
+        elif txn_partitions.reset_pending:  # batches of unknown fate: asked about under the old id
             self.client.poll(self._send_producer_data(now))
             return
         # Nothing is sent without a producer id; responses and expiry still run.
@@ -190,26 +191,27 @@ class Sender(threading.Thread):
             self._fail(batch, error, {index: errors.InvalidRecordError(text or "")
                                       for index, text in record_errors})
             return
-        tm = self.tm
-        if self.txn is not None and error_class in (
+        txn_partitions = self.txn_partitions
+        if self.transaction_manager is not None and error_class in (
                 errors.OutOfOrderSequenceNumberError, errors.UnknownProducerIdError,
                 errors.InvalidProducerIdMappingError):
-            tm.request_reset()  # the transaction aborts; a new epoch follows (KIP-360)
+            txn_partitions.request_reset()  # the transaction aborts; a new epoch follows (KIP-360)
             self._fail(batch, error)
             return
-        if tm is not None:
+        if txn_partitions is not None:
             if error_class is errors.OutOfOrderSequenceNumberError:
-                if tm.retry_out_of_order(batch):
+                if txn_partitions.retry_out_of_order(batch):
                     self._retry_or_fail(batch, error, now, force_retriable=True)
                 else:  # a gap the broker saw first: surfaced, and the producer id is reset
                     log.error("%s: the broker returned OUT_OF_ORDER_SEQUENCE_NUMBER for "
                               "producer id %d, sequence %d; resetting the producer id",
-                              batch.topic_partition, tm.producer_id, batch.base_sequence)
+                              batch.topic_partition, txn_partitions.producer_id,
+                              batch.base_sequence)
                     self._fail(batch, error)
                 return
             if error_class is errors.UnknownProducerIdError:
-                tm.request_reset()  # the broker lost this producer's state: new id, retry
-                tm.not_written(batch)
+                txn_partitions.request_reset()  # the broker lost this producer's state: new id
+                txn_partitions.not_written(batch)
                 self._retry_or_fail(batch, error, now, force_retriable=True)
                 return
         self._retry_or_fail(batch, error, now)
@@ -224,11 +226,11 @@ class Sender(threading.Thread):
                 now - batch.created_ms < self.delivery_timeout_ms:
             self._count("record-retry-total", batch)
             self._unmute(batch)
-            if self.tm is not None:
-                self.tm.remove(batch)
+            if self.txn_partitions is not None:
+                self.txn_partitions.remove(batch)
             self.accumulator.reenqueue(batch, now)
-            if self.tm is not None:
-                self.tm.waiting(batch)
+            if self.txn_partitions is not None:
+                self.txn_partitions.waiting(batch)
             # a retried batch waits in its queue now: expire it there on time
             self.produce_loop.schedule_queue_scan(now, batch.created_ms +
                                                   self.delivery_timeout_ms)
@@ -240,12 +242,12 @@ class Sender(threading.Thread):
         sequences; it completes when they have (_piece_done)."""
         self.metrics["batch-split-total"] += 1
         self._unmute(batch)
-        if self.tm is not None:
-            self.tm.remove(batch)
+        if self.txn_partitions is not None:
+            self.txn_partitions.remove(batch)
         for half in self.accumulator.split_and_reenqueue(batch):
             self._split_parents[half] = batch
-            if self.tm is not None:
-                self.tm.waiting(half)
+            if self.txn_partitions is not None:
+                self.txn_partitions.waiting(half)
         self.produce_loop.schedule_queue_scan(now, batch.created_ms + self.delivery_timeout_ms)
 
     def _piece_done(self, batch):
@@ -259,19 +261,19 @@ class Sender(threading.Thread):
 
     def _fail(self, batch, error, record_errors=None):
         self._unmute(batch)
-        if self.tm is not None:
-            self.tm.failed(batch)
+        if self.txn_partitions is not None:
+            self.txn_partitions.failed(batch)
         self._count("record-error-total", batch)
         self.accumulator.complete(batch, error=error, record_errors=record_errors)
         if self._split_parents:
             self._piece_done(batch)
-        if self.txn is not None:
-            self.txn.batch_failed(error)
+        if self.transaction_manager is not None:
+            self.transaction_manager.batch_failed(error)
 
     def abort_batch(self, batch, error):
         """A batch of an aborted transaction, taken off its queue: failed, nothing sent."""
-        if self.tm is not None:
-            self.tm.failed(batch)
+        if self.txn_partitions is not None:
+            self.txn_partitions.failed(batch)
         self._count("record-error-total", batch)
         self.accumulator.complete(batch, error=error)
 
@@ -294,7 +296,7 @@ class Sender(threading.Thread):
         try:
             version = self.client.api_version(node, init_producer_id.API_KEY)
         except errors.KafkaError as e:  # IncompatibleBrokerVersion: idempotence cannot work
-            self.tm.fatal_error = e
+            self.txn_partitions.fatal_error = e
             self.accumulator.abort_incomplete(e, close=False)
             return
         body = init_producer_id.encode_request(  # no transactional id: always a new producer id
@@ -321,8 +323,8 @@ class Sender(threading.Thread):
                 self.metadata.request_update()
                 self._init_pid_not_before = now_ms() + self.retry_backoff_ms
                 return
-            self.tm.fatal_error = error("InitProducerId failed")
-            self.accumulator.abort_incomplete(self.tm.fatal_error, close=False)
+            self.txn_partitions.fatal_error = error("InitProducerId failed")
+            self.accumulator.abort_incomplete(self.txn_partitions.fatal_error, close=False)
             return
         log.info("Producer id %d, epoch %d", decoded.producer_id, decoded.producer_epoch)
-        self.tm.set_producer_id(decoded.producer_id, decoded.producer_epoch)
+        self.txn_partitions.set_producer_id(decoded.producer_id, decoded.producer_epoch)

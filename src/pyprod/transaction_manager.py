@@ -1,5 +1,5 @@
 """TransactionManager: a transactional producer's state machine and requests (the transactional
-half of Java's producer.internals.TransactionManager; kcore.TransactionManager is the other
+half of Java's producer.internals.TransactionManager; kcore.TxnPartitionMap is the other
 half: the sequences, and the gate that lets drain() take only partitions in the transaction).
 
 User threads change the state (init, begin, send offsets, commit, abort) and queue requests;
@@ -135,13 +135,13 @@ def _offsets(offsets):
 
 
 class TransactionManager:
-    def __init__(self, transactional_id, transaction_timeout_ms, sequences, accumulator,
+    def __init__(self, transactional_id, transaction_timeout_ms, txn_partitions, accumulator,
                  client, metadata, *, retry_backoff_ms, request_timeout_ms, batches_sent):
-        """sequences: the kcore.TransactionManager (transactional=True) of the same producer;
+        """txn_partitions: the kcore.TxnPartitionMap (transactional=True) of the same producer;
         batches_sent: () -> how many batches the Sender has put in ProduceRequests."""
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.sequences = sequences
+        self.txn_partitions = txn_partitions
         self.accumulator = accumulator
         self.client = client
         self.metadata = metadata
@@ -214,7 +214,7 @@ class TransactionManager:
                                  "producer's (%r)" % (prepared.transactional_id,
                                                       self.transactional_id))
             self._transition(IN_TRANSACTION)
-            self.sequences.set_producer_id(prepared.producer_id, prepared.producer_epoch)
+            self.txn_partitions.set_producer_id(prepared.producer_id, prepared.producer_epoch)
             self._v2 = prepared.transaction_version >= 2
             self._applied = False
             self._started = True
@@ -285,7 +285,7 @@ class TransactionManager:
             refusal = self.last_error
         else:
             refusal = errors.IllegalStateError("Cannot call send in state %s" % state)
-        self.sequences.send_refusal = refusal
+        self.txn_partitions.send_refusal = refusal
 
     def _raise_if_fatal(self):
         if self.state == FATAL_ERROR:
@@ -314,12 +314,12 @@ class TransactionManager:
             self.metadata.request_update()
 
     def producer_id_and_epoch(self):
-        return self.sequences.producer_id, self.sequences.producer_epoch
+        return self.txn_partitions.producer_id, self.txn_partitions.producer_epoch
 
     def producer_id_set(self, handler, producer_id, producer_epoch):
         log.info("TransactionalId %s: producer id %d, epoch %d", self.transactional_id,
                  producer_id, producer_epoch)
-        self.sequences.set_producer_id(producer_id, producer_epoch)
+        self.txn_partitions.set_producer_id(producer_id, producer_epoch)
         with self._lock:
             if self.state == INITIALIZING:
                 self._transition(READY)
@@ -328,7 +328,7 @@ class TransactionManager:
 
     def partitions_added(self, handler, partitions):
         self._adding = frozenset()
-        self.sequences.add_to_transaction(partitions)
+        self.txn_partitions.add_to_transaction(partitions)
         self._started = True
 
     def partitions_not_added(self, handler):
@@ -345,16 +345,17 @@ class TransactionManager:
         handler.result.done()
 
     def transaction_ended(self, handler, producer_id, producer_epoch):
-        seq = self.sequences
-        seq.clear_transaction()
+        txn_partitions = self.txn_partitions
+        txn_partitions.clear_transaction()
         self._started = self._applied = False
         self._end_flush()
         if producer_id >= 0 and producer_epoch >= 0:  # v5: the next transaction's epoch
-            seq.set_producer_id(producer_id, producer_epoch)
-        elif seq.reset_pending:  # an aborted batch left a gap in its partition's sequences
+            txn_partitions.set_producer_id(producer_id, producer_epoch)
+        elif txn_partitions.reset_pending:  # an aborted batch left a gap in its sequences
             with self._lock:
                 self._transition(INITIALIZING)
-                self._enqueue(InitProducerIdHandler(self, handler.result, *self.producer_id_and_epoch()))
+                self._enqueue(InitProducerIdHandler(self, handler.result,
+                                                    *self.producer_id_and_epoch()))
             return
         with self._lock:
             self._transition(READY)
@@ -362,7 +363,7 @@ class TransactionManager:
 
     def abortable(self, error, bump_epoch=False):
         if bump_epoch:
-            self.sequences.request_reset()
+            self.txn_partitions.request_reset()
         with self._lock:
             if self.state == FATAL_ERROR:
                 return
@@ -379,7 +380,7 @@ class TransactionManager:
         log.error("TransactionalId %s: fatal error %r", self.transactional_id, error)
         with self._lock:
             self._transition(FATAL_ERROR, error)
-            self.sequences.fatal_error = error
+            self.txn_partitions.fatal_error = error
             self._fail_pending(error, lambda h: True)
         self._end_flush()
 
@@ -436,18 +437,18 @@ class TransactionManager:
         return self._send(sender, handler, now)
 
     def _apply(self, sender, state):
-        seq = self.sequences
+        txn_partitions = self.txn_partitions
         if not self._applied:
             self._applied = True
             self._sent_at_begin = self._batches_sent()
             self.client.use_transaction_v2(self._v2)
-            seq.txn_all = self._v2
+            txn_partitions.txn_all = self._v2
         if self._v2:
             if not self._started and self._batches_sent() != self._sent_at_begin:
                 self._started = True
         elif not self._adding and state != ABORTING:
             new = [tp for tp in self.accumulator.undrained_partitions()
-                   if not seq.in_transaction(tp)]
+                   if not txn_partitions.in_transaction(tp)]
             if new:
                 self._adding = frozenset(new)
                 with self._lock:

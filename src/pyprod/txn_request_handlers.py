@@ -6,8 +6,8 @@ AddOffsetsToTxnHandler, TxnOffsetCommitHandler, EndTxnHandler), and DescribeTran
 Each handler says where its request goes (a coordinator, or the least loaded node), which API
 versions it may use, its body, and what each error code means: retry (after the backoff),
 look the coordinator up again and retry, an abortable error (the user aborts and goes on) or a
-fatal one (only close() is left). Answers are read on the Sender thread; ``txn`` is the
-producer's pyprod.transaction_manager.TransactionManager.
+fatal one (only close() is left). Answers are read on the Sender thread;
+``transaction_manager`` is the producer's pyprod.transaction_manager.TransactionManager.
 """
 from pyprod import errors
 from pyprod.protocol import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
@@ -37,14 +37,14 @@ class TxnRequestHandler:
     max_version = None     # a cap below the module's, or None
     needs_transaction = True  # failed with the error once the transaction cannot commit
 
-    def __init__(self, txn, result=None):
-        self.txn = txn
+    def __init__(self, transaction_manager, result=None):
+        self.transaction_manager = transaction_manager
         self.result = result
         self.not_before = 0   # ms: a retry waits for its backoff
 
     @property
     def key(self):
-        return self.txn.transactional_id
+        return self.transaction_manager.transactional_id
 
     def body(self, version):
         raise NotImplementedError
@@ -55,31 +55,32 @@ class TxnRequestHandler:
 
     def on_error(self, error, what):
         """The usual meaning of a transactional error code (Java's per-handler cases)."""
-        txn = self.txn
+        transaction_manager = self.transaction_manager
         if isinstance(error, _LOOKUP):
-            txn.lookup_coordinator(self.coordinator, self.key)
-            txn.retry(self)
+            transaction_manager.lookup_coordinator(self.coordinator, self.key)
+            transaction_manager.retry(self)
         elif isinstance(error, errors.ConcurrentTransactionsError):
-            txn.retry(self, _CONCURRENT_BACKOFF_MS)
+            transaction_manager.retry(self, _CONCURRENT_BACKOFF_MS)
         elif isinstance(error, _RETRY):
-            txn.retry(self)
+            transaction_manager.retry(self)
         elif isinstance(error, _FENCED):
-            txn.fatal(errors.ProducerFencedError(
+            transaction_manager.fatal(errors.ProducerFencedError(
                 "There is a newer producer with the same transactional_id %r, or the "
                 "transaction was aborted by the coordinator (%s: %s)" % (
-                    txn.transactional_id, what, type(error).__name__)))
+                    transaction_manager.transactional_id, what, type(error).__name__)))
         elif isinstance(error, _FATAL):
-            txn.fatal(error)
+            transaction_manager.fatal(error)
         elif isinstance(error, _BUMP):
-            txn.abortable(error, bump_epoch=True)
+            transaction_manager.abortable(error, bump_epoch=True)
         elif isinstance(error, _COMMIT_FAILED):
-            txn.abortable(errors.CommitFailedError(
+            transaction_manager.abortable(errors.CommitFailedError(
                 "%s: the consumer group member is no longer current (%s)" % (
                     what, type(error).__name__)))
         elif isinstance(error, _ABORTABLE):
-            txn.abortable(error)
+            transaction_manager.abortable(error)
         else:
-            txn.fatal(errors.KafkaError("Unexpected error in %s response: %r" % (what, error)))
+            transaction_manager.fatal(errors.KafkaError(
+                "Unexpected error in %s response: %r" % (what, error)))
 
     def error_for(self, code, what, message=None):
         return errors.for_code(code)("%s: %s" % (what, message) if message else what)
@@ -90,7 +91,7 @@ class TxnRequestHandler:
 
     def unsupported(self, error):
         """The coordinator has no version of this API that pyprod speaks."""
-        self.txn.fatal(error)
+        self.transaction_manager.fatal(error)
 
     def __repr__(self):
         return "<%s>" % type(self).__name__
@@ -102,8 +103,8 @@ class FindCoordinatorHandler(TxnRequestHandler):
     coordinator = None
     needs_transaction = False
 
-    def __init__(self, txn, kind, key):
-        super().__init__(txn)
+    def __init__(self, transaction_manager, kind, key):
+        super().__init__(transaction_manager)
         self.kind, self._key = kind, key
 
     @property
@@ -119,13 +120,13 @@ class FindCoordinatorHandler(TxnRequestHandler):
     def on_answer(self, response):
         found = find_coordinator.coordinator(response, self._key)
         if found.error_code == 0:
-            self.txn.coordinator_found(self.kind, self._key, found.node_id)
+            self.transaction_manager.coordinator_found(self.kind, self._key, found.node_id)
             return
         error = self.error_for(found.error_code, "FindCoordinator", found.error_message)
         if isinstance(error, errors.GroupAuthorizationFailedError):
-            self.txn.abortable(error)
+            self.transaction_manager.abortable(error)
         elif isinstance(error, _LOOKUP + _RETRY):
-            self.txn.retry(self)
+            self.transaction_manager.retry(self)
         else:
             self.on_error(error, "FindCoordinator")
 
@@ -137,19 +138,20 @@ class InitProducerIdHandler(TxnRequestHandler):
     priority = 1
     needs_transaction = False
 
-    def __init__(self, txn, result=None, producer_id=-1, producer_epoch=-1):
-        super().__init__(txn, result)
+    def __init__(self, transaction_manager, result=None, producer_id=-1, producer_epoch=-1):
+        super().__init__(transaction_manager, result)
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
 
     def body(self, version):
         return init_producer_id.encode_request(
-            version, transactional_id=self.txn.transactional_id,
-            transaction_timeout_ms=self.txn.transaction_timeout_ms,
+            version, transactional_id=self.transaction_manager.transactional_id,
+            transaction_timeout_ms=self.transaction_manager.transaction_timeout_ms,
             producer_id=self.producer_id, producer_epoch=self.producer_epoch)
 
     def on_answer(self, response):
         if response.error_code == 0:
-            self.txn.producer_id_set(self, response.producer_id, response.producer_epoch)
+            self.transaction_manager.producer_id_set(self, response.producer_id,
+                                                     response.producer_epoch)
         else:
             self.on_error(self.error_for(response.error_code, "InitProducerId"),
                           "InitProducerId")
@@ -159,21 +161,21 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
     api = add_partitions_to_txn
     priority = 2
 
-    def __init__(self, txn, partitions):
-        super().__init__(txn)
+    def __init__(self, transaction_manager, partitions):
+        super().__init__(transaction_manager)
         self.partitions = frozenset(partitions)
 
     def body(self, version):
-        pid, epoch = self.txn.producer_id_and_epoch()
+        pid, epoch = self.transaction_manager.producer_id_and_epoch()
         return add_partitions_to_txn.encode_request(
-            version, transactional_id=self.txn.transactional_id, producer_id=pid,
+            version, transactional_id=self.transaction_manager.transactional_id, producer_id=pid,
             producer_epoch=epoch, partitions=self.partitions)
 
     def on_answer(self, response):
         codes = add_partitions_to_txn.partition_errors(response)
         failed = {tp: code for tp, code in codes.items() if code != 0}
         if not failed:
-            self.txn.partitions_added(self, self.partitions)
+            self.transaction_manager.partitions_added(self, self.partitions)
             return
         worst = None
         for tp, code in failed.items():
@@ -186,7 +188,7 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
             worst = error
             if not isinstance(error, _LOOKUP + _RETRY):
                 break
-        self.txn.partitions_not_added(self)
+        self.transaction_manager.partitions_not_added(self)
         self.on_error(worst or errors.OperationNotAttemptedError(), "AddPartitionsToTxn")
 
 
@@ -196,19 +198,19 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
     api = add_offsets_to_txn
     priority = 2
 
-    def __init__(self, txn, result, group, offsets):
-        super().__init__(txn, result)
+    def __init__(self, transaction_manager, result, group, offsets):
+        super().__init__(transaction_manager, result)
         self.group, self.offsets = group, offsets
 
     def body(self, version):
-        pid, epoch = self.txn.producer_id_and_epoch()
+        pid, epoch = self.transaction_manager.producer_id_and_epoch()
         return add_offsets_to_txn.encode_request(
-            version, transactional_id=self.txn.transactional_id, producer_id=pid,
+            version, transactional_id=self.transaction_manager.transactional_id, producer_id=pid,
             producer_epoch=epoch, group_id=self.group[0])
 
     def on_answer(self, response):
         if response.error_code == 0:
-            self.txn.offsets_added(self)
+            self.transaction_manager.offsets_added(self)
         else:
             self.on_error(self.error_for(response.error_code, "AddOffsetsToTxn"),
                           "AddOffsetsToTxn")
@@ -221,8 +223,8 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
     priority = 2
     coordinator = GROUP
 
-    def __init__(self, txn, result, group, offsets, max_version):
-        super().__init__(txn, result)
+    def __init__(self, transaction_manager, result, group, offsets, max_version):
+        super().__init__(transaction_manager, result)
         self.group, self.offsets, self.max_version = group, dict(offsets), max_version
 
     @property
@@ -230,10 +232,10 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
         return self.group[0]
 
     def body(self, version):
-        pid, epoch = self.txn.producer_id_and_epoch()
+        pid, epoch = self.transaction_manager.producer_id_and_epoch()
         group_id, generation_id, member_id, instance_id = self.group
         return txn_offset_commit.encode_request(
-            version, transactional_id=self.txn.transactional_id, group_id=group_id,
+            version, transactional_id=self.transaction_manager.transactional_id, group_id=group_id,
             producer_id=pid, producer_epoch=epoch, offsets=self.offsets,
             generation_id=generation_id, member_id=member_id, group_instance_id=instance_id)
 
@@ -244,7 +246,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
                 self.offsets.pop(tp, None)
         failed = [code for code in codes.values() if code != 0]
         if not failed:
-            self.txn.offsets_committed(self)
+            self.transaction_manager.offsets_committed(self)
             return
         self.on_error(self.error_for(failed[0], "TxnOffsetCommit"), "TxnOffsetCommit")
 
@@ -256,20 +258,21 @@ class EndTxnHandler(TxnRequestHandler):
     priority = 3
     needs_transaction = False  # the commit checks the state itself (TransactionManager)
 
-    def __init__(self, txn, result, commit, max_version):
-        super().__init__(txn, result)
+    def __init__(self, transaction_manager, result, commit, max_version):
+        super().__init__(transaction_manager, result)
         self.commit, self.max_version = commit, max_version
 
     def body(self, version):
-        pid, epoch = self.txn.producer_id_and_epoch()
+        pid, epoch = self.transaction_manager.producer_id_and_epoch()
         return end_txn.encode_request(
-            version, transactional_id=self.txn.transactional_id, producer_id=pid,
+            version, transactional_id=self.transaction_manager.transactional_id, producer_id=pid,
             producer_epoch=epoch, committed=self.commit)
 
     def on_answer(self, response):
         what = "EndTxn(%s)" % ("COMMIT" if self.commit else "ABORT")
         if response.error_code == 0:
-            self.txn.transaction_ended(self, response.producer_id, response.producer_epoch)
+            self.transaction_manager.transaction_ended(self, response.producer_id,
+                                                       response.producer_epoch)
         else:
             self.on_error(self.error_for(response.error_code, what), what)
 
@@ -283,8 +286,8 @@ class DescribeTransactionsHandler(TxnRequestHandler):
     priority = 2
     needs_transaction = False
 
-    def __init__(self, txn, result, transactional_id):
-        super().__init__(txn, result)
+    def __init__(self, transaction_manager, result, transactional_id):
+        super().__init__(transaction_manager, result)
         self._key = transactional_id
 
     @property
@@ -308,10 +311,10 @@ class DescribeTransactionsHandler(TxnRequestHandler):
         if isinstance(error, errors.TransactionalIdNotFoundError):
             self.result.done()  # value None: the coordinator does not know the id
         elif isinstance(error, _LOOKUP):
-            self.txn.lookup_coordinator(self.coordinator, self._key)
-            self.txn.retry(self)
+            self.transaction_manager.lookup_coordinator(self.coordinator, self._key)
+            self.transaction_manager.retry(self)
         elif isinstance(error, _RETRY):
-            self.txn.retry(self)
+            self.transaction_manager.retry(self)
         else:
             self.fail(error)
 

@@ -309,7 +309,7 @@ def test_out_of_order_sequence_is_fatal_for_the_batch(mock_cluster):
         s.send(100, pace=0)  # the producer recovered: epoch + 1 (KIP-360), sequences from 0
         s.flush()
         init_pid_requests = _count(mc, ApiKey.InitProducerId)
-        epoch = p._tm.producer_epoch
+        epoch = p._txn_partitions.producer_epoch
     assert failed and failed == s.failed and min(failed) >= 100
     for i in failed:
         assert isinstance(s.futures[i].exception, errors.OutOfOrderSequenceNumberError)
@@ -348,7 +348,7 @@ def test_unknown_producer_id_is_retried_under_a_new_epoch(mock_cluster):
         s.send(200)
         s.flush()
         init_pid_requests = _count(mc, ApiKey.InitProducerId)
-        epoch = p._tm.producer_epoch
+        epoch = p._txn_partitions.producer_epoch
     assert not s.failed, s.futures[s.failed[0]].exception
     assert init_pid_requests == 0 and epoch == 1
     assert len(s.check(mc)) == 400

@@ -25,7 +25,7 @@ def test_lost_answer_then_reset_writes_once(kafka, topic):
         warm = [p.send(name, b"warm-%d" % i, partition=i % 2) for i in range(10)]
         p.flush(WAIT)
         assert all(f.succeeded() for f in warm)
-        resets = p._tm.resets
+        resets = p._txn_partitions.resets
 
         proxy.lose_responses(produce.API_KEY)
         written = p.send(name, b"written-once", partition=0)
@@ -35,7 +35,7 @@ def test_lost_answer_then_reset_writes_once(kafka, topic):
         p.flush(WAIT)
 
         assert isinstance(too_large.exception, errors.MessageSizeTooLargeError)
-        assert p._tm.resets > resets  # the gap reset the producer id
+        assert p._txn_partitions.resets > resets  # the gap reset the producer id
         assert written.succeeded(), written.exception
         assert all(f.succeeded() for f in after)
     read = read_all_kafka_python(kafka.bootstrap_servers, name, 21)

@@ -12,7 +12,7 @@ PER_TXN = 200
 
 def _coordinator(producer):
     """The node id of the producer's transaction coordinator (the test reads the manager)."""
-    txn = producer._txn
+    txn = producer.transaction_manager
     return txn._coordinators[(1, txn.transactional_id)]
 
 

@@ -225,7 +225,7 @@ def _send_path(k, tm=None):
     cfg = config.build(max_block_ms=1000)
     meta = FakeMetadata(2)
     acc = accumulator(k, cfg, meta)
-    sp = k.SendPath(acc, lambda *a: None, lambda: None, transaction_manager=tm,
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, txn_partitions=tm,
                     **send_settings(cfg))
     return acc, sp
 
@@ -260,7 +260,7 @@ def test_send_path_close_while_sending(k):
 def test_send_path_reads_errors_another_thread_swaps(k):
     """The transaction manager's fatal_error and send_refusal replaced over and over by one
     thread while callers send: each send is appended or raises exactly one of those errors."""
-    tm = k.TransactionManager(5, transactional=True)
+    tm = k.TxnPartitionMap(5, transactional=True)
     _, sp = _send_path(k, tm)
     errors = [IllegalStateError("refused %d" % i) for i in range(4)]
     fatal = [ValueError("fatal %d" % i) for i in range(4)]

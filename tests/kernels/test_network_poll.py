@@ -149,7 +149,7 @@ def test_a_waker_interrupts_the_wait_once(k):
 
 
 def test_run_once_leaves_the_producer_id_to_the_sender(k):
-    tm = k.TransactionManager(5)
+    tm = k.TxnPartitionMap(5)
     rig = Rig(k, tm=tm)
     rig.loop.net = types.SimpleNamespace(now_ms=k.NetworkPoll.now_ms)  # the loop's clock
     before = k.NetworkPoll.now_ms()

@@ -1,7 +1,7 @@
 """The compiled kernels and their pure twins give the same batches and sequence numbers for one
 scripted run, without a network: send() and send_batch() (keys, null keys on the sticky
 partition, explicit partitions, headers, large values) into a seeded RecordAccumulator with an
-idempotent TransactionManager, then drain per node in steps as the Sender does, retrying some
+idempotent TxnPartitionMap, then drain per node in steps as the Sender does, retrying some
 batches and splitting one. Every drain (payload bytes included) and every record's partition and
 offset must be the same in both; kafka-python decodes the acknowledged batches back to the script.
 Without extensions both runs are the pure twin (the `both` fixture): the run is deterministic."""
@@ -15,7 +15,7 @@ from kafka.record import MemoryRecords
 from pyprod import config
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.producer import accumulator_settings, send_settings
-from kcore import TransactionManager
+from kcore import TxnPartitionMap
 
 TS0 = 1_700_000_000_000
 NOW0 = 10 ** 12  # the Sender's clock (ms): far past every batch's creation
@@ -75,11 +75,12 @@ class _Run:
         cfg = config.build(batch_size=1024, batch_max_size=4096, linger_ms=0,
                            retry_backoff_ms=100, compression_type=compression)
         self.k, self.meta = k, FakeMetadata()
-        self.tm = TransactionManager(5)
-        self.tm.set_producer_id(PID, EPOCH)
-        self.acc = k.RecordAccumulator(self.meta, self.tm, seed=7, **accumulator_settings(cfg))
+        self.txn_partitions = TxnPartitionMap(5)
+        self.txn_partitions.set_producer_id(PID, EPOCH)
+        self.acc = k.RecordAccumulator(self.meta, self.txn_partitions, seed=7,
+                                       **accumulator_settings(cfg))
         self.sp = k.SendPath(self.acc, lambda *a: None, lambda: None,
-                             transaction_manager=self.tm, **send_settings(cfg))
+                             txn_partitions=self.txn_partitions, **send_settings(cfg))
         self.bp = k.BatchSendPath(self.sp, self.acc, lambda *a: None, lambda: None,
                                   **send_settings(cfg))
         self.log, self.acked, self.parents = [], [], {}
@@ -99,7 +100,7 @@ class _Run:
 
     def drain_step(self):
         """One Sender pass: ready, drain both nodes, then answer every batch at once."""
-        acc, tm, cluster = self.acc, self.tm, self.meta.cluster
+        acc, tm, cluster = self.acc, self.txn_partitions, self.meta.cluster
         if self.combined:
             ready, drained = acc.ready_drain(cluster, self.now, (), [1, 0], 8192)
         else:
@@ -128,7 +129,7 @@ class _Run:
 
     def _ack(self, batch):
         tp = batch.topic_partition
-        self.tm.remove(batch, acked=True)
+        self.txn_partitions.remove(batch, acked=True)
         self.acked.append(_snapshot(batch))
         self.acc.complete(batch, base_offset=1000 * tp.partition + self.offsets[tp])
         self.offsets[tp] += batch.record_count

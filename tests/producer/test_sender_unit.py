@@ -1,5 +1,5 @@
 """The Sender without a network: a scripted NetworkClient, a fake clock, the real accumulator
-(both implementations) and TransactionManager. Poll timeouts, expiry in the queue and in flight,
+(both implementations) and TxnPartitionMap. Poll timeouts, expiry in the queue and in flight,
 retries and the idempotence error paths, all deterministic."""
 import pytest
 
@@ -9,7 +9,7 @@ from pyprod import sender as sender_module
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.protocol import init_producer_id, produce
 from pyprod.producer import accumulator_settings, sender_for
-from kcore import TransactionManager
+from kcore import TxnPartitionMap
 
 T0 = 1_000_000
 PRODUCE_V = 9
@@ -176,13 +176,13 @@ class Rig:
         self.config = configuration.build(enable_idempotence=idempotent, **configs)
         self.metadata = FakeMetadata()
         self.client = FakeClient()
-        self.tm = TransactionManager(self.config["max_in_flight_requests_per_connection"]) \
-            if idempotent else None
-        self.acc = k.RecordAccumulator(self.metadata, self.tm,
+        self.txn_partitions = TxnPartitionMap(
+            self.config["max_in_flight_requests_per_connection"]) if idempotent else None
+        self.acc = k.RecordAccumulator(self.metadata, self.txn_partitions,
                                        **accumulator_settings(self.config))
         self.size = k.record_size_upper_bound(None, b"v", None)
-        self.sender = sender_for(self.config, self.client, self.metadata, self.acc, self.tm, None,
-                                 sender_loop=k.SenderLoop)
+        self.sender = sender_for(self.config, self.client, self.metadata, self.acc,
+                                 self.txn_partitions, None, sender_loop=k.SenderLoop)
         self.sender.produce_loop.net = FakeNet(self.client, self.clock)
         self.calls = []
 
@@ -208,7 +208,7 @@ class Rig:
 
     def start(self):
         """Get a producer id (idempotent rigs)."""
-        if self.tm is not None:
+        if self.txn_partitions is not None:
             self.loop()
             self.client.answer_init_pid()
 
@@ -356,13 +356,13 @@ def test_out_of_order_sequence_fails_the_first_batch_and_resets(k, monkeypatch):
     oos = errors.OutOfOrderSequenceNumberError.errno
     rig.client.answer(req_a, {0: oos})
     assert all(isinstance(f.exception, errors.OutOfOrderSequenceNumberError) for f in a)
-    assert rig.tm.reset_pending
+    assert rig.txn_partitions.reset_pending
     rig.client.answer(req_b, {0: oos})  # only out of turn: retried, not failed
     assert not any(f.is_done for f in b)
     rig.loop(1)  # the epoch goes up (KIP-360), sequences from 0: no InitProducerId
     assert not rig.client.take(init_producer_id.API_KEY)
     (req,) = rig.client.take()
-    assert req.batches() == [(0, 1000, 0, 3)] and rig.tm.producer_epoch == 1
+    assert req.batches() == [(0, 1000, 0, 3)] and rig.txn_partitions.producer_epoch == 1
     rig.client.answer(req, {}, base_offset=9)
     assert [f.get(0).offset for f in b] == [9, 10, 11]
     assert len(rig.calls) == 6  # the first record, then a and b once each
@@ -376,7 +376,7 @@ def test_unknown_producer_id_retries_under_a_new_epoch(k, monkeypatch):
     assert not any(f.is_done for f in a + b)
     rig.loop(1)  # one batch in flight until the new epoch's first ack
     (req,) = rig.client.take()
-    assert req.batches() == [(0, 1000, 0, 2)] and rig.tm.producer_epoch == 1
+    assert req.batches() == [(0, 1000, 0, 2)] and rig.txn_partitions.producer_epoch == 1
     rig.client.answer(req, {}, base_offset=20)
     rig.loop(1)
     (req,) = rig.client.take()
@@ -399,7 +399,7 @@ def test_expired_retry_resets_the_producer_id(k, monkeypatch):
         waits.append(rig.loop(waits[-1] if waits else 1))
         assert len(waits) < 100
     assert isinstance(f.exception, errors.KafkaTimeoutError)
-    assert rig.tm.resets == 1  # its sequence may or may not be in the log
+    assert rig.txn_partitions.resets == 1  # its sequence may or may not be in the log
 
 
 @pytest.mark.parametrize("acks", [0, 1])
@@ -428,7 +428,7 @@ def test_out_of_order_behind_a_retried_batch_is_retried(k, monkeypatch):
     a, b, (req_a, req_b) = _two_in_flight(rig)
     rig.client.answer(req_a, {0: errors.NotLeaderForPartitionError.errno})
     rig.client.answer(req_b, {0: errors.OutOfOrderSequenceNumberError.errno})
-    assert not any(f.is_done for f in a + b) and not rig.tm.reset_pending
+    assert not any(f.is_done for f in a + b) and not rig.txn_partitions.reset_pending
     rig.loop(100)
     rig.loop(0)
     reqs = rig.client.take()

@@ -54,7 +54,7 @@ guard_locks(lambda: [acc._lock for acc in list(_accumulators)], _after_fork_in_c
 
 
 class RecordAccumulator(SendChoice):
-    def __init__(self, metadata, transaction_manager=None, *, batch_size, linger_ms,
+    def __init__(self, metadata, txn_partitions=None, *, batch_size, linger_ms,
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
                  batch_max_size=None, seed=None):
         self.batch_size = batch_size
@@ -67,7 +67,7 @@ class RecordAccumulator(SendChoice):
         self.compression_type = compression_type
         self.pool = BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
-        self.tm = transaction_manager
+        self.txn_partitions = txn_partitions
         self._topics = {}
         self._deques = {}  # TopicPartition -> its PartitionQueue of ProducerBatch
         self._lock = threading.RLock()

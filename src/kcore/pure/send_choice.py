@@ -8,9 +8,9 @@ RecordAccumulator (pure twin of send_choice.pyx).
 What the choices read is the accumulator's, set in RecordAccumulator.__init__: its queues
 (``_deques``) under its ``_lock``, the settings and hints that make a batch sendable
 (``linger_ms``, ``retry_backoff_ms``, ``pool``, ``_closed``, ``_flushes``), the round-robin start
-(``_drain_index``) and the transaction manager (``tm``). This twin takes the chosen batches in
-the same pass (``_drain_node``); the compiled one makes the choices without the GIL and leaves
-taking them to kcore.record_accumulator.
+(``_drain_index``) and the TxnPartitionMap (``txn_partitions``). This twin takes the chosen
+batches in the same pass (``_drain_node``); the compiled one makes the choices without the GIL
+and leaves taking them to kcore.record_accumulator.
 """
 from kcore.shared.record_accumulator import ReadyCheckResult, _build_failed
 
@@ -84,15 +84,15 @@ class SendChoice:
                 continue
             if busy and first.attempts == 0 and not self._sendable(dq, now, True):
                 continue  # it grows meanwhile
-            if self.tm is not None and not self.tm.can_drain(first):
+            if self.txn_partitions is not None and not self.txn_partitions.can_drain(first):
                 continue
             if batches and size + first.estimated_size() > max_size:
                 break
             dq.popleft()
             first.close()  # drained: it takes no more records (and never grows)
             try:
-                if self.tm is not None:
-                    self.tm.assign(first)
+                if self.txn_partitions is not None:
+                    self.txn_partitions.assign(first)
                 else:
                     first.build()
             except Exception as e:  # it fails alone; the Sender goes on

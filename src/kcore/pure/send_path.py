@@ -36,7 +36,7 @@ class SendPath:
 
     def __init__(self, accumulator, wait_on_metadata, wakeup, *, key_serializer,
                  value_serializer, max_block_ms, max_request_size, buffer_memory,
-                 partitioner=None, transaction_manager=None, on_fork=None):
+                 partitioner=None, txn_partitions=None, on_fork=None):
         self.accumulator = accumulator
         self.wait_on_metadata = wait_on_metadata  # (topic, partition, max_wait_ms) -> None
         # a Waker (the Sender's) or any callable
@@ -45,7 +45,7 @@ class SendPath:
         # prev_partition), KIP-480: told before a null-key record starts a batch, asked again.
         self.partitioner = partitioner
         self.on_new_batch = getattr(partitioner, "on_new_batch", None)
-        self.tm = transaction_manager
+        self.txn_partitions = txn_partitions
         self.key_serializer = key_serializer      # (topic, headers, data) -> bytes, or None
         self.value_serializer = value_serializer
         self.max_block_ms = max_block_ms
@@ -132,9 +132,9 @@ class SendPath:
             raise IllegalStateError("KafkaProducer already closed!")
         if self.fork_generation != fork_generation():
             raise _forked_error()
-        if self.tm is not None:  # each read once: another thread may clear it meanwhile
-            error = self.tm.fatal_error
+        if self.txn_partitions is not None:  # each read once: another thread may clear it meanwhile
+            error = self.txn_partitions.fatal_error
             if error is None:
-                error = self.tm.send_refusal
+                error = self.txn_partitions.send_refusal
             if error is not None:
                 raise error

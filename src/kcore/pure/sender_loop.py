@@ -4,7 +4,7 @@
 It frames the ProduceRequest for the batches drained for one node and puts each batch's delivery
 deadline on a TimingWheel, shared with the Sender's look at the accumulator's queues. The
 request's callback (a ProduceResponseHandler, one call per response) decodes the response and
-completes every acknowledged batch itself: the transaction manager's sequences, the muted
+completes every acknowledged batch itself: the TxnPartitionMap's sequences, the muted
 partition, the batch's futures and callbacks, its pool memory. Only what needs a decision goes
 back to the Sender: a partition's error code (``on_partition(batch, result)``) and a failed
 request or a partition the broker left out (``on_error(batch, error)``), which retry, split or
@@ -32,11 +32,11 @@ _INT64_MAX = 2 ** 63 - 1
 
 
 class SenderLoop:
-    def __init__(self, accumulator, transaction_manager, *, now, acks, request_timeout_ms,
+    def __init__(self, accumulator, txn_partitions, *, now, acks, request_timeout_ms,
                  delivery_timeout_ms, guarantee_order, on_partition, on_error,
                  on_piece_done=None, on_fail=None, net=None, transactional_id=None):
         self.accumulator = accumulator
-        self.tm = transaction_manager
+        self.txn_partitions = txn_partitions
         self.net = net  # the NetworkClient's NetworkPoll: its data path
         self.transactional_id = transactional_id  # in every ProduceRequest, or None
         self.running = True  # the loop goes on while set (cleared by the Sender)
@@ -197,8 +197,8 @@ class SenderLoop:
     def succeed(self, batch, base_offset, log_append_time):
         if self.guarantee_order:
             self.accumulator.unmute(batch.topic_partition)
-        if self.tm is not None:
-            self.tm.remove(batch, acked=True)
+        if self.txn_partitions is not None:
+            self.txn_partitions.remove(batch, acked=True)
         self.records_sent += batch.record_count
         self.accumulator.complete(batch, base_offset, log_append_time)
         if self.split_parents:

@@ -40,8 +40,9 @@ def _run_once(loop, client, metadata, max_request_size):
     expiry has run."""
     now = loop.net.now_ms()
     _fail_expired(loop, now)
-    tm = loop.tm
-    if tm is not None and (tm.fatal_error is not None or not tm.has_producer_id()):
+    txn_partitions = loop.txn_partitions
+    if txn_partitions is not None and (txn_partitions.fatal_error is not None or
+                                       not txn_partitions.has_producer_id()):
         return now
     loop.poll_net(_send_producer_data(loop, client, metadata, max_request_size, now), now)
     return None

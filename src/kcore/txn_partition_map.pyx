@@ -1,12 +1,12 @@
 # cython: binding=False
-"""Compiled twin of kcore/pure/transaction_manager.py (see it for the design)."""
+"""Compiled twin of kcore/pure/txn_partition_map.py (see it for the design)."""
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
 from kcore.atomic_impl cimport kc_store_int
 from kcore.producer_batch cimport ProducerBatch
 
-__all__ = ["TransactionManager", "SEQUENCE_MODULO"]
+__all__ = ["TxnPartitionMap", "SEQUENCE_MODULO"]
 
 SEQUENCE_MODULO = 1 << 31
 cdef int64_t MODULO = (<int64_t>1) << 31
@@ -33,11 +33,11 @@ cdef inline object _tp(object b):
 
 cdef inline bint _unknown_fate(PyObject* entry, int64_t seq) noexcept nogil:
     """May the broker have written the batch of this sequence under the current id?"""
-    cdef int64_t unwritten = (<_Partition>entry).unwritten_from
+    cdef int64_t unwritten = (<TxnPartitionEntry>entry).unwritten_from
     return unwritten < 0 or seq < unwritten
 
 
-cdef class _Partition:
+cdef class TxnPartitionEntry:
     def __cinit__(self):
         self.acked = self.unwritten_from = self.last_sequence = -1
         self.in_flight = []
@@ -48,7 +48,7 @@ cdef class _Partition:
         return 0
 
 
-cdef class TransactionManager:
+cdef class TxnPartitionMap:
     def __init__(self, max_in_flight, transactional=False):
         self.transactional = transactional
         self.txn_all = False
@@ -63,7 +63,7 @@ cdef class TransactionManager:
         self.resets = 0  # producer id resets so far (diagnostics and tests)
         self.fatal_error = None
 
-    # -- errors read by callers (transaction_manager.pxd: _err_lock) --------------------------
+    # -- errors read by callers (txn_partition_map.pxd: _err_lock) --------------------------
     cdef object error_c(self, int which):
         with self._err_lock:
             value = self._fatal_error if which == 1 else self._send_refusal
@@ -114,13 +114,13 @@ cdef class TransactionManager:
         self._producer_epoch = value
         self._epoch_key = (self._producer_id, value)
 
-    cdef _Partition _partition(self, object tp):
-        cdef _Partition p = self._partitions.get(tp)
+    cdef TxnPartitionEntry _partition(self, object tp):
+        cdef TxnPartitionEntry p = self._partitions.get(tp)
         if p is None:
-            p = self._partitions[tp] = _Partition()
+            p = self._partitions[tp] = TxnPartitionEntry()
         return p
 
-    cdef _Partition partition_entry(self, object tp):
+    cdef TxnPartitionEntry partition_entry(self, object tp):
         return self._partition(tp)
 
     # -- producer id -------------------------------------------------------------------------
@@ -144,14 +144,14 @@ cdef class TransactionManager:
     cdef bint _must_ask(self, object batch) except -1:
         if not self._in_epoch(batch):
             return False
-        cdef _Partition p = self._partition(_tp(batch))
+        cdef TxnPartitionEntry p = self._partition(_tp(batch))
         return _unknown_fate(<PyObject*>p, _seq(batch))
 
     def not_written(self, batch):
         self._not_written(batch)
 
     cdef int _not_written(self, object batch) except -1:
-        cdef _Partition p
+        cdef TxnPartitionEntry p
         cdef int64_t seq
         if self._in_epoch(batch):
             p = self._partition(_tp(batch))
@@ -165,7 +165,7 @@ cdef class TransactionManager:
             self._waiting.add(batch)
 
     def set_producer_id(self, int64_t producer_id, int producer_epoch):
-        cdef _Partition p
+        cdef TxnPartitionEntry p
         self._producer_id, self._producer_epoch = producer_id, producer_epoch
         self._epoch_key = (producer_id, producer_epoch)
         for p in self._partitions.values():  # sequences restart
@@ -195,11 +195,11 @@ cdef class TransactionManager:
             self._partition(tp).in_txn = True
 
     def in_transaction(self, tp):
-        cdef _Partition p = self._partitions.get(tp)
+        cdef TxnPartitionEntry p = self._partitions.get(tp)
         return self.txn_all or (p is not None and p.in_txn)
 
     def clear_transaction(self):
-        cdef _Partition p
+        cdef TxnPartitionEntry p
         for p in self._partitions.values():
             p.in_txn = False
         self.txn_all = False
@@ -225,7 +225,7 @@ cdef class TransactionManager:
         return self._can_drain(batch)
 
     cdef bint _can_drain(self, object batch) except -1:
-        cdef _Partition p = self._partition(_tp(batch))
+        cdef TxnPartitionEntry p = self._partition(_tp(batch))
         return self._may_drain(<PyObject*>p, _seq(batch), self._in_epoch(batch))
 
     cdef bint may_drain_c(self, PyObject* entry, PyObject* batch) noexcept nogil:
@@ -233,8 +233,8 @@ cdef class TransactionManager:
                                self._in_epoch_c(batch))
 
     cdef bint _may_drain(self, PyObject* entry, int64_t seq, bint in_epoch) noexcept nogil:
-        cdef Py_ssize_t n = (<_Partition>entry).count
-        if self.transactional and not (self.txn_all or (<_Partition>entry).in_txn):
+        cdef Py_ssize_t n = (<TxnPartitionEntry>entry).count
+        if self.transactional and not (self.txn_all or (<TxnPartitionEntry>entry).in_txn):
             return False
         if self._reset_pending:  # only to ask about a batch of unknown fate, one at a time
             return self._producer_id >= 0 and n == 0 and in_epoch and \
@@ -243,10 +243,10 @@ cdef class TransactionManager:
             return False
         if n == 0:
             return True
-        if n >= (self.max_in_flight if (<_Partition>entry).acked >= 0 else 1):
+        if n >= (self.max_in_flight if (<TxnPartitionEntry>entry).acked >= 0 else 1):
             return False
         if in_epoch:
-            return (<_Partition>entry).last_sequence < seq
+            return (<TxnPartitionEntry>entry).last_sequence < seq
         return True
 
     def assign(self, batch):
@@ -256,7 +256,7 @@ cdef class TransactionManager:
         return self._assign(batch)
 
     cdef int _assign(self, object batch) except -1:
-        cdef _Partition p = self._partition(_tp(batch))
+        cdef TxnPartitionEntry p = self._partition(_tp(batch))
         cdef int64_t seq
         cdef Py_ssize_t i = 0, n
         self._waiting.discard(batch)
@@ -278,11 +278,11 @@ cdef class TransactionManager:
         return 0
 
     def is_first_in_flight(self, batch):
-        cdef _Partition p = self._partitions.get(_tp(batch))
+        cdef TxnPartitionEntry p = self._partitions.get(_tp(batch))
         return p is not None and len(p.in_flight) > 0 and p.in_flight[0] is batch
 
     def retry_out_of_order(self, batch):
-        cdef _Partition p
+        cdef TxnPartitionEntry p
         if self._reset_pending or not self._in_epoch(batch):
             self._not_written(batch)
             return True
@@ -296,7 +296,7 @@ cdef class TransactionManager:
         return self._remove(batch, acked)
 
     cdef int _remove(self, object batch, bint acked) except -1:
-        cdef _Partition p = self._partitions.get(_tp(batch))
+        cdef TxnPartitionEntry p = self._partitions.get(_tp(batch))
         cdef int64_t end, ahead
         cdef Py_ssize_t i
         if acked and self._in_epoch(batch):

@@ -1,8 +1,11 @@
-"""Idempotent producer state, as the Java client's TransactionManager keeps it (idempotence only).
+"""TxnPartitionMap: the idempotent producer's state, as the Java client keeps it (its
+TransactionManager's ProducerIdAndEpoch and TxnPartitionMap, a TxnPartitionEntry per
+partition), with the drain gate and the errors send() raises; held as ``txn_partitions``.
 
-One producer id and epoch (InitProducerId); per partition the next sequence and the batches in
-flight. A retried batch keeps its sequence and goes out again only after every in-flight batch
-with a lower sequence, so the broker sees each partition's batches in order. A batch that fails
+It holds the producer id and epoch (InitProducerId) too, not only the partitions; per partition
+the next sequence and the batches in flight. A retried batch keeps its sequence and goes out
+again only after every in-flight batch with a lower sequence, so the broker sees each
+partition's batches in order. A batch that fails
 for good after it got a sequence leaves a gap the broker would reject (or, if it expired in
 flight, a sequence nobody knows the fate of), so the producer is reset: once nothing is in
 flight, its epoch goes up by one (a new producer id from InitProducerId once the epoch is
@@ -30,12 +33,12 @@ txn_all, under transactions v2) and clears them when the transaction ends.
 import bisect
 import collections
 
-__all__ = ["TransactionManager", "SEQUENCE_MODULO"]
+__all__ = ["TxnPartitionMap", "SEQUENCE_MODULO"]
 
 SEQUENCE_MODULO = 1 << 31
 
 
-class TransactionManager:
+class TxnPartitionMap:
     def __init__(self, max_in_flight, transactional=False):
         self.transactional = transactional  # drain only partitions in the open transaction
         self.txn_all = False  # every partition is (transactions v2: Produce v12 adds it)

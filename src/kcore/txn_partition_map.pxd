@@ -1,19 +1,20 @@
-# TransactionManager (see transaction_manager.pyx): cimported by record_accumulator.
+# TxnPartitionMap (see txn_partition_map.pyx): cimported by record_accumulator, send_choice,
+# send_path and sender_loop; held as `txn_partitions` everywhere.
 #
 # Threads (the one place these rules are written):
 # - Written by the Sender thread alone, with the GIL (drain()'s assign, response handling,
 #   producer id changes), no lock; but fatal_error and send_refusal, below.
 # - Read without the GIL by the Sender thread only (drain()'s choice from _NOGIL_QUEUES queues
-#   on: ReadyDrain._select -> _drainable -> may_drain_c): _producer_id, _producer_epoch,
-#   _reset_pending, max_in_flight; a _Partition's count, acked, last_sequence, unwritten_from;
-#   the batch's base_sequence, seq_producer_id, seq_producer_epoch (also written by the Sender
-#   only, once the batch is queued). No lock: the reader is the one writer.
-# - _Partition.count and last_sequence mirror in_flight for those readers: _changed() after every
-#   change to in_flight. _partitions keeps each _Partition for good, so a borrowed entry stays
-#   valid while the manager lives.
-# - Transactions: a _Partition's in_txn and txn_all are written by the Sender thread alone, with
-#   the GIL (pyprod's TransactionManager, on the Sender thread), and read without the GIL by the
-#   Sender only (_may_drain). transactional is set in __init__.
+#   on: SendChoice._select -> _drainable -> may_drain_c): _producer_id, _producer_epoch,
+#   _reset_pending, max_in_flight; a TxnPartitionEntry's count, acked, last_sequence,
+#   unwritten_from; the batch's base_sequence, seq_producer_id, seq_producer_epoch (also written
+#   by the Sender only, once the batch is queued). No lock: the reader is the one writer.
+# - TxnPartitionEntry.count and last_sequence mirror in_flight for those readers: _changed()
+#   after every change to in_flight. _partitions keeps each TxnPartitionEntry for good, so a
+#   borrowed entry stays valid while the map lives.
+# - Transactions: a TxnPartitionEntry's in_txn and txn_all are written by the Sender thread
+#   alone, with the GIL (pyprod's TransactionManager, on the Sender thread), and read without
+#   the GIL by the Sender only (_may_drain). transactional is set in __init__.
 # - fatal_error and send_refusal (properties over _fatal_error, _send_refusal): written by any
 #   thread (the Sender; pyprod's TransactionManager, under its own lock, on each state change)
 #   and read by any thread (SendPath._check_usable on callers, the Sender). Both sides hold
@@ -22,9 +23,9 @@
 #   after letting the lock go. _errors (atomic, a hint: bit 1 fatal_error, bit 2 send_refusal
 #   is set) lets send() skip the lock while neither is set.
 # - resets and max_in_flight: the Sender thread only (metrics do not read them).
-# nogil: may_drain_c, _may_drain, _in_epoch_c: the Sender thread; entry a non-NULL _Partition of
-#   the batch's partition (partition_entry), batch a compiled ProducerBatch its caller keeps
-#   alive (its queue's lock held).
+# nogil: may_drain_c, _may_drain, _in_epoch_c: the Sender thread; entry a non-NULL
+#   TxnPartitionEntry of the batch's partition (partition_entry), batch a compiled
+#   ProducerBatch its caller keeps alive (its queue's lock held).
 cimport cython
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
@@ -35,7 +36,7 @@ from kcore.producer_batch cimport ProducerBatch
 
 # One partition's sequence state under the current producer id (Java's TxnPartitionEntry).
 # Kept for good once made (a new producer id resets it), so an accumulator queue can hold it.
-cdef class _Partition:
+cdef class TxnPartitionEntry:
     cdef int32_t next_sequence
     cdef int64_t acked           # sequence after the last acknowledged batch; -1: none yet
     cdef int64_t unwritten_from  # first sequence the broker has not written; -1: unknown
@@ -47,7 +48,7 @@ cdef class _Partition:
     cdef int _changed(self) except -1   # after in_flight changed
 
 
-cdef class TransactionManager:
+cdef class TxnPartitionMap:
     cdef int64_t _producer_id
     cdef int _producer_epoch
     cdef tuple _epoch_key        # (producer id, epoch), as batches' sequence_epoch
@@ -60,12 +61,12 @@ cdef class TransactionManager:
                                     # state, or None
     cdef int _errors                # atomic: bit 1 _fatal_error, bit 2 _send_refusal is set
     cdef cython.pymutex _err_lock
-    cdef dict _partitions        # tp -> _Partition
+    cdef dict _partitions        # tp -> TxnPartitionEntry
     cdef Py_ssize_t _in_flight_count
     cdef bint _reset_pending
     cdef set _waiting            # batches with sequences of this producer id waiting to retry
 
-    cdef _Partition _partition(self, object tp)
+    cdef TxnPartitionEntry _partition(self, object tp)
     cdef bint _in_epoch(self, object batch) except -1
     cdef bint _must_ask(self, object batch) except -1
     cdef int _not_written(self, object batch) except -1
@@ -79,7 +80,7 @@ cdef class TransactionManager:
     cdef bint may_drain_c(self, PyObject* entry, PyObject* batch) noexcept nogil
     cdef bint _may_drain(self, PyObject* entry, int64_t seq, bint in_epoch) noexcept nogil
     cdef bint _in_epoch_c(self, PyObject* batch) noexcept nogil
-    cdef _Partition partition_entry(self, object tp)
+    cdef TxnPartitionEntry partition_entry(self, object tp)
     cdef int assign_c(self, ProducerBatch batch) except -1
     cdef int remove_c(self, ProducerBatch batch, bint acked) except -1
     # fatal_error (which=1) or send_refusal (2): a new reference, under _err_lock.

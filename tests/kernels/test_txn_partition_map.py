@@ -1,4 +1,4 @@
-"""TransactionManager (the idempotent producer's sequence state) on both implementations, and
+"""TxnPartitionMap (the idempotent producer's sequence state) on both implementations, and
 the compiled one with the pure twin's batches (the Sender unit tests mix them): sequences per
 partition wrapping at 2**31, the in-flight limits, ordered retries, acknowledgements crossing,
 resets (failed, bump_epoch, batches of unknown fate) and the OUT_OF_ORDER_SEQUENCE_NUMBER rule."""
@@ -20,7 +20,7 @@ MOD = 1 << 31
 PID, EPOCH = 1000, 3
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
-# (name, pure TransactionManager, pure ProducerBatch)
+# (name, pure TxnPartitionMap, pure ProducerBatch)
 IMPLS = [("python", True, True)] + \
     ([("c", False, False), ("c-tm-pure-batches", False, True)] if kcore.EXTENSIONS else [])
 
@@ -29,8 +29,8 @@ IMPLS = [("python", True, True)] + \
 def impl(request):
     _, tm_pure, batch_pure = request.param
     tm_mod = importlib.import_module(("kcore.pure." if tm_pure else "kcore.") +
-                                     "transaction_manager")
-    return types.SimpleNamespace(TM=tm_mod.TransactionManager, modulo=tm_mod.SEQUENCE_MODULO,
+                                     "txn_partition_map")
+    return types.SimpleNamespace(TM=tm_mod.TxnPartitionMap, modulo=tm_mod.SEQUENCE_MODULO,
                                  k=kcore.kernels(pure=batch_pure))
 
 
@@ -65,11 +65,11 @@ def header(b):
 
 def test_compiled_loaded_unless_disabled():
     assert kcore.SEQUENCE_MODULO == MOD
-    mod = importlib.import_module(kcore.TransactionManager.__module__)
+    mod = importlib.import_module(kcore.TxnPartitionMap.__module__)
     if os.environ.get("PYPROD_NO_EXTENSIONS") == "1":
-        assert mod.__name__ == "kcore.pure.transaction_manager"
+        assert mod.__name__ == "kcore.pure.txn_partition_map"
         return
-    assert mod.__name__ == "kcore.transaction_manager"
+    assert mod.__name__ == "kcore.txn_partition_map"
     assert mod.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)), mod.__file__
 
 
@@ -267,11 +267,11 @@ def test_fatal_error_and_attributes(impl):
 
 def test_drain_gives_sequences(k):
     """Through the accumulator (the compiled one calls the kernel's C entry points)."""
-    tm = k.TransactionManager(5)
+    tm = k.TxnPartitionMap(5)
     tm.set_producer_id(PID, EPOCH)
     cfg = config.build(batch_size=1024, linger_ms=0)
     acc = accumulator(k, cfg, FakeMetadata(partitions=2), tm=tm)
-    sp = k.SendPath(acc, lambda *a: None, lambda: None, transaction_manager=tm,
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, txn_partitions=tm,
                     **send_settings(cfg))
     sp.send("t", b"a", partition=0)
     now = 10 ** 12
@@ -288,12 +288,12 @@ def test_drain_gives_sequences(k):
 
 @pytest.mark.parametrize("partitions", [2, 600])  # 600: drain() chooses without the GIL
 def test_transactional_drain_takes_only_partitions_in_the_transaction(k, partitions):
-    tm = k.TransactionManager(5, transactional=True)
+    tm = k.TxnPartitionMap(5, transactional=True)
     tm.set_producer_id(PID, EPOCH)
     cfg = config.build(batch_size=1024, linger_ms=0)
     meta = FakeMetadata(partitions=partitions)
     acc = accumulator(k, cfg, meta, tm=tm)
-    sp = k.SendPath(acc, lambda *a: None, lambda: None, transaction_manager=tm,
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, txn_partitions=tm,
                     **send_settings(cfg))
     for p in range(partitions):
         sp.send("t", b"v%d" % p, partition=p)
@@ -317,10 +317,10 @@ def test_transactional_drain_takes_only_partitions_in_the_transaction(k, partiti
 
 
 def test_send_refusal_is_raised_by_send_and_send_batch(k):
-    tm = k.TransactionManager(5, transactional=True)
+    tm = k.TxnPartitionMap(5, transactional=True)
     cfg = config.build(batch_size=1024, linger_ms=0)
     acc = accumulator(k, cfg, FakeMetadata(), tm=tm)
-    sp = k.SendPath(acc, lambda *a: None, lambda: None, transaction_manager=tm,
+    sp = k.SendPath(acc, lambda *a: None, lambda: None, txn_partitions=tm,
                     **send_settings(cfg))
     bp = k.BatchSendPath(sp, acc, lambda *a: None, lambda: None, **send_settings(cfg))
     tm.send_refusal = kcore.errors.IllegalStateError("Cannot call send in state READY")

@@ -1,6 +1,7 @@
-"""The contract of kcore.transaction_manager and its twin kcore.pure.transaction_manager: the
-idempotent producer's state (Java's TransactionManager's sequences; the transactional state
-machine is pyprod.transaction_manager)."""
+"""The contract of kcore.txn_partition_map and its twin kcore.pure.txn_partition_map: the
+idempotent producer's state, its producer id and epoch and per-partition sequences (Java's
+TxnPartitionMap and ProducerIdAndEpoch; the transactional state machine is
+pyprod.transaction_manager)."""
 from collections.abc import Iterable
 from typing import Final
 
@@ -8,11 +9,11 @@ from kcore.future import TopicPartition
 
 from kcore.producer_batch import ProducerBatch
 
-__all__ = ["TransactionManager", "SEQUENCE_MODULO"]
+__all__ = ["TxnPartitionMap", "SEQUENCE_MODULO"]
 
 SEQUENCE_MODULO: Final = 2147483648
 
-class TransactionManager:
+class TxnPartitionMap:
     producer_id: int
     producer_epoch: int
     max_in_flight: int
