@@ -89,7 +89,7 @@ class NetworkClient:
 
     # -- connection state --
 
-    def _conn_for(self, node_id):
+    def _connection_for(self, node_id):
         """The node's connection object, created from the current metadata; None if unknown."""
         connection = self._connections.get(node_id)
         broker = self.metadata.cluster.broker_metadata(node_id)
@@ -109,7 +109,7 @@ class NetworkClient:
         Java), and if the node is disconnected and its backoff passed, start connecting."""
         if self.network_poll.is_ready(node_id, now):
             return True
-        connection = self._conn_for(node_id)
+        connection = self._connection_for(node_id)
         if connection is not None and connection.setup.can_connect(connection, now):
             self._initiate_connect(connection, now)
         return False
@@ -408,7 +408,7 @@ class NetworkClient:
 
     def connect_if_allowed(self, node_id, now):
         """Start connecting to node_id if it is disconnected past its backoff; True if so."""
-        connection = self._conn_for(node_id)
+        connection = self._connection_for(node_id)
         if connection is None or not connection.setup.can_connect(connection, now):
             return False
         self._initiate_connect(connection, now)
