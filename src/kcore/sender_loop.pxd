@@ -1,9 +1,9 @@
-# SenderLoop (see sender_loop.pyx): the produce half of the Sender's loop.
+# SenderLoop (see sender_loop.pyx): the Sender thread's loop, for every producer.
 #
 # Threads (the one place these rules are written): the Sender thread alone, attached (with the
 # GIL on a GIL build). No method is nogil. Other threads only:
-# - clear `running` (the property over _running; KafkaProducer.close(), any thread; then the
-#   Sender is woken): atomic (kc_load_int / kc_store_int on every access);
+# - clear `running` and set `forced` (the properties over _running, _forced; KafkaProducer.close(),
+#   any thread; then the Sender is woken): atomic (kc_load_int / kc_store_int on every access);
 # - read requests, batches, records_sent (properties over _requests, _batches, _records_sent:
 #   metrics' gauges, counters(), pyprod's TransactionManager): atomic, written by the Sender
 #   only (kc_load_i64 then kc_store_i64);
@@ -46,6 +46,7 @@ cdef class SenderLoop:
     cdef public object net             # the NetworkClient's NetworkPoll: its data path
     cdef public object transactional_id  # in every ProduceRequest (str), or None
     cdef int _running                  # `running`: the loop goes on while set (atomic)
+    cdef int _forced                   # `forced`: close now, nothing more is sent (atomic)
     cdef public TimingWheel wheel
     cdef public int acks
     cdef public int64_t request_timeout_ms, delivery_timeout_ms

@@ -1,6 +1,6 @@
-"""The contract of kcore.sender_loop and its twin kcore.pure.sender_loop: the produce half of
-the Sender's loop (Java's Sender: sendProducerData, the ProduceRequests and their responses,
-the batches' delivery deadlines). ``client``, ``metadata`` and ``sender`` are pyprod's
+"""The contract of kcore.sender_loop and its twin kcore.pure.sender_loop: the Sender thread's
+loop (Java's Sender: run and runOnce with a transactional step, sendProducerData, the
+ProduceRequests and their responses, the batches' delivery deadlines, the closing drain). ``client``, ``metadata`` and ``sender`` are pyprod's
 NetworkClient, Metadata and Sender."""
 import collections
 from collections.abc import Callable
@@ -24,6 +24,7 @@ class SenderLoop:
     txn_partitions: TxnPartitionMap | None
     net: NetworkPoll | None
     running: bool
+    forced: bool
     wheel: TimingWheel
     acks: int
     request_timeout_ms: int
@@ -68,6 +69,7 @@ class SenderLoop:
                  net: NetworkPoll | None = None,
                  transactional_id: str | None = None) -> None: ...
     def run(self, sender: Any) -> None: ...
+    def step(self, sender: Any) -> None: ...
     def run_once(self, client: Any, metadata: Any, max_request_size: int) -> int | None: ...
     def send_producer_data(self, client: Any, metadata: Any, max_request_size: int,
                            now: int) -> float: ...

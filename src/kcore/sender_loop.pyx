@@ -13,7 +13,7 @@ from kcore.produce_codec import decode_produce_response, encode_produce_body
 from kcore.errors import KafkaError, UnknownError
 from time import monotonic_ns
 
-include "shared/sender_loop.py"  # expiry and the produce step of each loop
+include "shared/sender_loop.py"  # the loop: its steps, the closing drain
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 
@@ -33,6 +33,7 @@ cdef class SenderLoop:
         self.net = net
         self.transactional_id = transactional_id
         kc_store_int(&self._running, 1)
+        kc_store_int(&self._forced, 0)
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
@@ -61,6 +62,14 @@ cdef class SenderLoop:
         kc_store_int(&self._running, value)
 
     @property
+    def forced(self):
+        return <bint>kc_load_int(&self._forced)
+
+    @forced.setter
+    def forced(self, bint value):
+        kc_store_int(&self._forced, value)
+
+    @property
     def requests(self):
         return kc_load_i64(&self._requests)
 
@@ -85,9 +94,12 @@ cdef class SenderLoop:
         kc_store_i64(&self._records_sent, value)
 
     def run(self, sender):
-        """The Sender's loop while running: run_once, then sender.decide(now) when the
-        producer id needs a decision."""
+        """The Sender thread's loop, then its closing drain and shutdown (one catch-all)."""
         _run(self, sender)
+
+    def step(self, sender):
+        """One loop (its errors raised): the transactional step, run_once, sender.decide."""
+        _pass(self, sender, sender.transaction_manager)
 
     def run_once(self, client, metadata, Py_ssize_t max_request_size):
         """One Sender loop (expiry, the produce step, the client's poll); None, or the time

@@ -1,17 +1,18 @@
-"""Sender: the producer's I/O thread (Java's producer.internals.Sender). Each loop: expire
-what is due, metadata as needed, ready(), drain(), send ProduceRequests (pipelined up to
-max_in_flight per connection), complete or retry batches, then poll for at most
-min(linger or backoff left, node delay, next expiry).
+"""Sender: the producer's I/O thread (Java's producer.internals.Sender). Each loop: a
+transactional producer's step (its TransactionManager's requests, one at a time), expire what is
+due, metadata as needed, ready(), drain(), send ProduceRequests (pipelined up to max_in_flight
+per connection), complete or retry batches, then poll for at most min(linger or backoff left,
+node delay, next expiry).
 
-The loop is kcore's SenderLoop.run, which owns the loop and its running state: each pass is
-expiry, ready() and drain() (one section for both choices, without the GIL for many queues), the
-requests, then the NetworkClient's poll (kcore's NetworkPoll); it frames the requests, keeps the
-batches in flight and completes the
-acknowledged ones in C, once per response. A steady produce stream thus runs no Python bytecode
-in this thread but the user's callbacks (tests/integration/test_sender_steady_state.py). What
-needs a decision comes back here: the producer id (decide), a partition's error (retry, split,
-reset the producer id, fail) or a failed request. Closing runs the same pass (run_once) until
-what is left is sent.
+The thread runs kcore's SenderLoop.run, the one loop for every producer, which owns the loop,
+its running state, its closing drain and its one catch-all handler: each pass is the
+transactional step, expiry, ready() and drain() (one section for both choices, without the GIL
+for many queues), the requests, then the NetworkClient's poll (kcore's NetworkPoll); it frames
+the requests, keeps the batches in flight and completes the acknowledged ones in C, once per
+response. A steady produce stream thus runs no Python bytecode in this thread but the user's
+callbacks (tests/integration/test_sender_steady_state.py). What needs a decision comes back
+here: the producer id (decide), a partition's error (retry, split, reset the producer id, fail),
+a failed request, a batch of an aborted transaction (abort_batch).
 
 Deadlines sit in the SenderLoop's TimingWheel, one entry per batch in flight (its delivery
 deadline, cancelled when the response comes) plus one entry for the next look at the
@@ -23,7 +24,6 @@ each deque anyway.
 import collections
 import logging
 import threading
-import time
 
 from kcore import SenderLoop, now_ms, piece_errors
 from pyprod import errors
@@ -57,7 +57,6 @@ class Sender(threading.Thread):
         # Without idempotence, max_in_flight=1 keeps order by muting a partition while it sends.
         self.guarantee_order = txn_partitions is None and \
             max_in_flight_requests_per_connection == 1
-        self._force_close = False
         self._init_pid_in_flight = False
         self._init_pid_not_before = 0
         self.produce_loop = sender_loop(
@@ -65,7 +64,7 @@ class Sender(threading.Thread):
             request_timeout_ms=request_timeout_ms, delivery_timeout_ms=delivery_timeout_ms,
             guarantee_order=self.guarantee_order, on_partition=self._on_partition,
             on_error=self._on_error, on_piece_done=self._piece_done, on_fail=self._fail,
-            net=client.io, transactional_id=transactional_id)
+            net=client.network_poll, transactional_id=transactional_id)
         self._split_parents = self.produce_loop.split_parents
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -74,36 +73,8 @@ class Sender(threading.Thread):
         self.transaction_manager = transaction_manager
 
     def run(self):
-        if self.transaction_manager is None:
-            self.produce_loop.run(self)  # each loop, until initiate_close()
-        else:
-            while self.produce_loop.running:
-                self._run_once_safely()
-            if not self._force_close and self.transaction_manager.in_transaction():
-                log.info("Aborting incomplete transaction due to shutdown")
-                self.transaction_manager.begin_abort()
-        # Closing: send what is left unless forced, then give up on the rest (transactional
-        # requests after delivery_timeout_ms: the broker aborts what they leave open).
-        txn_deadline = now_ms() + self.delivery_timeout_ms
-        while not self._force_close and (
-                self.accumulator.has_undrained() or self.client.in_flight_request_count() > 0
-                or (self.transaction_manager is not None and
-                    self.transaction_manager.has_pending() and
-                    now_ms() < txn_deadline)):
-            self._run_once_safely()
-        if self.transaction_manager is not None:
-            self.transaction_manager.close(errors.KafkaError("Producer closed"))
-        if self.accumulator.has_incomplete():
-            self.accumulator.abort_incomplete(errors.KafkaError("Producer is closed forcefully."))
-        self.produce_loop.in_flight.clear()
-        self.client.close()
-
-    def _run_once_safely(self):
-        try:
-            self.run_once()
-        except Exception:  # never let the I/O thread die silently
-            log.exception("Uncaught error in the pyprod sender thread")
-            time.sleep(0.01)
+        """The thread: kcore's SenderLoop.run, until initiate_close() and its closing drain."""
+        self.produce_loop.run(self)
 
     def initiate_close(self):
         self.accumulator.close()
@@ -111,27 +82,16 @@ class Sender(threading.Thread):
         self.wakeup()
 
     def force_close(self):
-        self._force_close = True
+        self.produce_loop.forced = True
         self.initiate_close()
 
     def wakeup(self):
-        self.client.wakeup()
+        self.produce_loop.net.wakeup()
 
     # -- one loop ---------------------------------------------------------------------------
     def run_once(self):
-        """One loop: kcore's SenderLoop runs it (expiry, the produce step, the client's poll),
-        unless the producer id needs a decision first, which is taken here. A transactional
-        producer's TransactionManager goes first (its requests, one at a time)."""
-        if self.transaction_manager is not None:
-            now = now_ms()
-            self.produce_loop.fail_expired(now)
-            delay = self.transaction_manager.run(self, now)
-            if delay is not None:
-                self.client.poll(delay)
-                return
-        now = self.produce_loop.run_once(self.client, self.metadata, self.max_request_size)
-        if now is not None:
-            self.decide(now)
+        """One loop of kcore's SenderLoop (errors raised: no catch-all)."""
+        self.produce_loop.step(self)
 
     def decide(self, now):
         """The producer id's decisions, which come before anything is sent under it."""
@@ -139,24 +99,27 @@ class Sender(threading.Thread):
         if txn_partitions.fatal_error is not None:
             if self.accumulator.has_undrained():  # appended by a send() that raced the error
                 self.accumulator.abort_incomplete(txn_partitions.fatal_error, close=False)
-            self.client.poll(self._next_deadline_delay(now))
+            self._poll(self._next_deadline_delay(now))
             return
         if self.transaction_manager is not None:  # its producer id and resets: its requests
-            self.client.poll(min(self.retry_backoff_ms, self._next_deadline_delay(now)))
+            self._poll(min(self.retry_backoff_ms, self._next_deadline_delay(now)))
             return
         if txn_partitions.needs_producer_id():
             if txn_partitions.bump_epoch():
                 log.info("Producer id %d: epoch bumped to %d", txn_partitions.producer_id,
                          txn_partitions.producer_epoch)
-                self.client.poll(self._send_producer_data(now))
+                self._poll(self._send_producer_data(now))
                 return
             self._maybe_init_producer_id(now)
         elif txn_partitions.reset_pending:  # batches of unknown fate: asked about under the old id
-            self.client.poll(self._send_producer_data(now))
+            self._poll(self._send_producer_data(now))
             return
         # Nothing is sent without a producer id; responses and expiry still run.
         wait = max(self._init_pid_not_before - now, self.retry_backoff_ms, 1)
-        self.client.poll(min(wait, self._next_deadline_delay(now)))
+        self._poll(min(wait, self._next_deadline_delay(now)))
+
+    def _poll(self, timeout):
+        self.produce_loop.net.poll(timeout)
 
     def _next_deadline_delay(self, now):
         return self.produce_loop.next_deadline_delay(now)

@@ -3,9 +3,9 @@ half of Java's producer.internals.TransactionManager; kcore.TxnPartitionMap is t
 half: the sequences, and the gate that lets drain() take only partitions in the transaction).
 
 User threads change the state (init, begin, send offsets, commit, abort) and queue requests;
-the Sender thread sends them one at a time (``run``, before each produce step), adds the
-partitions that have batches to the open transaction, and reads the answers
-(txn_request_handlers). Two protocols (KIP-890): v1 adds each partition with
+the Sender thread sends them one at a time (``run``: kcore's SenderLoop calls it before each
+produce step), adds the partitions that have batches to the open transaction, and reads the
+answers (txn_request_handlers). Two protocols (KIP-890): v1 adds each partition with
 AddPartitionsToTxn before its first batch; v2 (the brokers' finalized ``transaction.version``
 >= 2, chosen at begin_transaction, so only between transactions) lets Produce v12 add it and
 bumps the epoch at each EndTxn (v5). The state and the queue are under ``_lock``.
@@ -540,4 +540,4 @@ class TransactionManager:
         return max(0, min(delay, sender.produce_loop.next_deadline_delay(now)))
 
     def _now(self):
-        return self.client.io.now_ms()
+        return self.client.network_poll.now_ms()

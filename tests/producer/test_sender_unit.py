@@ -72,7 +72,7 @@ class Response:
 class FakeClient:
     """Ready node 0; requests are kept until the test answers them."""
 
-    io = None  # the SenderLoop's NetworkPoll: FakeNet below
+    network_poll = None  # the SenderLoop's NetworkPoll: FakeNet below
 
     def __init__(self):
         self.requests = []

@@ -1,5 +1,7 @@
-"""SenderLoop: the produce half of the Sender's loop, as Java's Sender keeps it
-(sendProduceRequest, handleProduceResponse, completeBatch and its in-flight batches).
+"""SenderLoop: the Sender thread's one loop, for every producer (Java's Sender.run and runOnce:
+a transactional producer's step, the produce step, the closing drain; the one catch-all
+handler), and what Java's Sender keeps for the produce half (sendProduceRequest,
+handleProduceResponse, completeBatch and its in-flight batches).
 
 It frames the ProduceRequest for the batches drained for one node and puts each batch's delivery
 deadline on a TimingWheel, shared with the Sender's look at the accumulator's queues. The
@@ -10,16 +12,18 @@ back to the Sender: a partition's error code (``on_partition(batch, result)``) a
 request or a partition the broker left out (``on_error(batch, error)``), which retry, split or
 fail the batch. A steady produce stream thus runs no Python per batch or per record.
 
-Each loop, fail_expired and send_producer_data (kcore/shared/sender_loop.py) fail the expired
-batches and run the produce step: ready(), the nodes' connections, drain() and the requests.
-on_fail(batch, error) fails a batch that expired or cannot be sent.
+Each loop (kcore/shared/sender_loop.py) runs a transactional producer's TransactionManager step
+first, then fail_expired and send_producer_data fail the expired batches and run the produce
+step: ready(), the nodes' connections, drain() and the requests. on_fail(batch, error) fails a
+batch that expired or cannot be sent. Once running is cleared, the loop sends what is left
+(unless forced) and shuts the network down.
 """
 from time import monotonic_ns
 
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
-from kcore.shared.sender_loop import (_fail_expired, _run, _run_once, _send_producer_data,
-                                      _snapshot)
+from kcore.shared.sender_loop import (_fail_expired, _pass, _run, _run_once,
+                                      _send_producer_data, _snapshot)
 from kcore.errors import KafkaError, UnknownError
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
@@ -40,6 +44,7 @@ class SenderLoop:
         self.net = net  # the NetworkClient's NetworkPoll: its data path
         self.transactional_id = transactional_id  # in every ProduceRequest, or None
         self.running = True  # the loop goes on while set (cleared by the Sender)
+        self.forced = False  # close now: nothing more is sent (set by the Sender)
         self.wheel = TimingWheel(_WHEEL_TICK_MS, _WHEEL_SIZE, now)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
@@ -64,9 +69,12 @@ class SenderLoop:
         self._queue_scan_ms = now
 
     def run(self, sender):
-        """The Sender's loop while running: run_once, then sender.decide(now) when the
-        producer id needs a decision."""
+        """The Sender thread's loop, then its closing drain and shutdown (one catch-all)."""
         _run(self, sender)
+
+    def step(self, sender):
+        """One loop (its errors raised): the transactional step, run_once, sender.decide."""
+        _pass(self, sender, sender.transaction_manager)
 
     def run_once(self, client, metadata, max_request_size):
         """One Sender loop (expiry, the produce step, the client's poll); None, or the time

@@ -1,12 +1,13 @@
 """The steps of the Sender's loop that the SenderLoop runs, the same in both implementations
-(see kcore/shared/__init__.py): the loop itself (Java's Sender.run and runOnce once a producer
-id is set), expiry at delivery_timeout_ms (Java's Sender.failBatch on expired batches) and the
-produce step (Java's Sender.sendProducerData: ready(), and drain() of the ready nodes whose
-connections can take a request, chosen in one section (without the GIL for many queues); the
-other ready nodes' connections; then one ProduceRequest per node). The client and the metadata
-are the producer's NetworkClient and Metadata. The loop reaches the network through ``loop.net``
-(the client's NetworkPoll: the data path), and the client's Python methods only for what needs a
-decision: a node to connect to, a refused authentication."""
+(see kcore/shared/__init__.py): the loop itself (Java's Sender.run and runOnce), for every
+producer: a transactional one's step first (its TransactionManager's requests, one at a time),
+then expiry at delivery_timeout_ms (Java's Sender.failBatch on expired batches) and the produce
+step (Java's Sender.sendProducerData: ready(), and drain() of the ready nodes whose connections
+can take a request, chosen in one section (without the GIL for many queues); the other ready
+nodes' connections; then one ProduceRequest per node); and the closing drain and shutdown. The
+client and the metadata are the producer's NetworkClient and Metadata. The loop reaches the
+network through ``loop.net`` (the client's NetworkPoll: the data path), and the client's Python
+methods only for what needs a decision: a node to connect to, a refused authentication."""
 import logging
 import time
 
@@ -20,18 +21,56 @@ _NODE_COUNTERS = ("requests", "request_bytes", "request_max", "responses", "resp
 
 
 def _run(loop, sender):
-    """The Sender's loop while loop.running (Java's Sender.run): _run_once, and the producer
-    id's decisions through sender.decide(now). An error is logged; it never ends the I/O
-    thread."""
-    client, metadata, max_request_size = sender.client, sender.metadata, sender.max_request_size
+    """The Sender thread's life (Java's Sender.run): a step while loop.running, then the closing
+    drain unless forced (what is left is sent, a transactional producer's open transaction is
+    aborted and its requests get delivery_timeout_ms), then the shutdown: what is still pending
+    fails, and the connections close."""
+    transaction_manager = sender.transaction_manager  # a transactional producer's, or None
+    accumulator, net = loop.accumulator, loop.net
     while loop.running:
-        try:
-            now = _run_once(loop, client, metadata, max_request_size)
-            if now is not None:
-                sender.decide(now)
-        except Exception:  # never let the I/O thread die silently
-            log.exception("Uncaught error in the pyprod sender thread")
-            time.sleep(0.01)
+        _step(loop, sender, transaction_manager)
+    if transaction_manager is not None and not loop.forced and \
+            transaction_manager.in_transaction():
+        log.info("Aborting incomplete transaction due to shutdown")
+        transaction_manager.begin_abort()
+    txn_deadline = net.now_ms() + loop.delivery_timeout_ms
+    while not loop.forced and (
+            accumulator.has_undrained() or net.in_flight_count() > 0 or
+            (transaction_manager is not None and transaction_manager.has_pending() and
+             net.now_ms() < txn_deadline)):
+        _step(loop, sender, transaction_manager)
+    if transaction_manager is not None:
+        transaction_manager.close(KafkaError("Producer closed"))
+    if accumulator.has_incomplete():
+        accumulator.abort_incomplete(KafkaError("Producer is closed forcefully."))
+    loop.in_flight.clear()
+    net.shutdown()
+
+
+def _step(loop, sender, transaction_manager):
+    """One loop, the I/O thread's one catch-all: an error is logged; it never ends the
+    thread."""
+    try:
+        _pass(loop, sender, transaction_manager)
+    except Exception:  # never let the I/O thread die silently
+        log.exception("Uncaught error in the pyprod sender thread")
+        time.sleep(0.01)
+
+
+def _pass(loop, sender, transaction_manager):
+    """One loop: the transactional step (transaction_manager: pyprod's TransactionManager, or
+    None; a delay from it means a request of its own goes first: poll, nothing produced), then
+    _run_once, and the producer id's decisions through sender.decide(now)."""
+    if transaction_manager is not None:
+        now = loop.net.now_ms()
+        _fail_expired(loop, now)
+        delay = transaction_manager.run(sender, now)
+        if delay is not None:
+            loop.net.poll(delay)
+            return
+    now = _run_once(loop, sender.client, sender.metadata, sender.max_request_size)
+    if now is not None:
+        sender.decide(now)
 
 
 def _run_once(loop, client, metadata, max_request_size):
