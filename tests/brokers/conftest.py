@@ -42,6 +42,18 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing matrix test's report gets the tail of its broker's (and ZooKeeper's) logs."""
+    rep = (yield).get_result()
+    broker = getattr(item, "funcargs", {}).get("broker")
+    if rep.failed and rep.when in ("setup", "call") and broker is not None:
+        try:
+            rep.sections.append(("broker log tail", broker.log_tail(40)))
+        except Exception as e:  # noqa: BLE001 - a report must not fail
+            rep.sections.append(("broker log tail", f"(unavailable: {e!r})"))
+
+
 @pytest.fixture(scope="module", params=selected_versions())
 def broker(request):
     cluster = start_broker(request.param)

@@ -80,7 +80,7 @@ def _quiet_logger():
 
 
 class LocalBroker:
-    """Apache Kafka 4.x in KRaft combined mode on 127.0.0.1: ``port`` for clients (default: a
+    """Apache Kafka (4.x; ``version=`` 3.6 and up too) in KRaft combined mode on 127.0.0.1: ``port`` for clients (default: a
     free one), data and logs in ``log_dir`` (default: a temp dir, removed by :meth:`stop`).
 
     ``with LocalBroker() as b: ...`` or ``b = LocalBroker().start(); ...; b.stop()``;
