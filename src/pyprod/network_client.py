@@ -44,8 +44,9 @@ _INTERNAL_SASL = "sasl"
 
 
 def is_authentication_failure(error):
-    """A refused TLS handshake or SASL exchange: retrying it as it is cannot help."""
-    return isinstance(error, (errors.AuthenticationFailedError,
+    """A refused TLS handshake or SASL exchange, or a broker too old for the SASL the settings
+    ask (UnsupportedVersionError, while connecting): retrying it as it is cannot help."""
+    return isinstance(error, (errors.AuthenticationFailedError, errors.UnsupportedVersionError,
                               errors.UnsupportedSaslMechanismError, errors.IllegalSaslStateError))
 
 

@@ -27,15 +27,17 @@ class SaslClientAuthenticator:
 
     def start(self, broker_versions):
         """The first request: (api_key, version, body). Raises if the broker has no SASL."""
-        if sasl_handshake.API_KEY not in broker_versions or \
-                sasl_authenticate.API_KEY not in broker_versions:
+        if sasl_handshake.API_KEY not in broker_versions:
             raise errors.IllegalSaslStateError(
-                "node %s offers no SaslHandshake/SaslAuthenticate: is this a SASL listener?"
+                "node %s offers no SaslHandshake: is this a SASL listener?" % (self._node_id,))
+        if sasl_authenticate.API_KEY not in broker_versions or \
+                api_versions_api.pick_version(sasl_handshake, broker_versions) < 1:
+            # Kafka 0.10-0.11: tokens framed raw after SaslHandshake v0, which pyprod does not speak
+            raise errors.UnsupportedVersionError(
+                "node %s: SASL needs a broker of Kafka 1.0 or newer (SaslHandshake v1 and "
+                "SaslAuthenticate); this one offers only SaslHandshake v0 (Kafka 0.10 or 0.11)"
                 % (self._node_id,))
         hs = api_versions_api.pick_version(sasl_handshake, broker_versions)
-        if hs < 1:
-            raise errors.UnsupportedVersionError(
-                "node %s supports only SaslHandshake v0 (Kafka < 1.0)" % (self._node_id,))
         self._auth_version = api_versions_api.pick_version(sasl_authenticate, broker_versions)
         self._mechanism = sasl.create(self._config, self._host)
         return (sasl_handshake.API_KEY, hs,

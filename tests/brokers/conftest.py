@@ -17,7 +17,6 @@ from tests.harness.broker_matrix import selected_versions, start_broker
 KNOWN_FAILING = {
     ("0.11.0.3", "test_codec[zstd]"),  # UnknownError [Error -1], not a typed refusal
     ("1.1.1", "test_codec[zstd]"),  # the same
-    ("0.11.0.3", "test_scram_sha_256"),  # IllegalSaslStateError: needs SaslAuthenticate (1.0)
 }
 
 

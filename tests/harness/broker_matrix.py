@@ -48,7 +48,7 @@ SCRAM_USERS = {"alice": "alice-secret"}
 
 # feature -> the first broker version that has it
 FEATURE_SINCE = {"headers": (0, 11), "idempotence": (0, 11), "transactions": (0, 11),
-                 "zstd": (2, 1)}
+                 "sasl": (1, 0), "zstd": (2, 1)}  # sasl: SaslAuthenticate (pyprod's SASL)
 
 
 def supports(version: str, feature: str) -> bool:
