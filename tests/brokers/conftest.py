@@ -14,10 +14,7 @@ import pytest
 from tests.harness.broker_matrix import selected_versions, start_broker
 
 # (version, test name with its check parameter) pyprod does not pass yet
-KNOWN_FAILING = {
-    ("0.11.0.3", "test_codec[zstd]"),  # UnknownError [Error -1], not a typed refusal
-    ("1.1.1", "test_codec[zstd]"),  # the same
-}
+KNOWN_FAILING: set[tuple[str, str]] = set()
 
 
 def cell(item) -> tuple[str, str]:

@@ -121,8 +121,7 @@ def test_codec(broker, codec):
         with _producer(broker, compression_type=codec) as p:
             p.send(topic, b"v", key=b"k").get(60)
     e = info.value
-    assert type(e).__name__ in ("UnsupportedVersionError", "UnsupportedCodecError",
-                                "IncompatibleBrokerVersion"), repr(e)
+    assert isinstance(e, errors.UnsupportedCompressionTypeError), repr(e)
     assert "zstd" in str(e).lower() and "2.1" in str(e), repr(e)
     assert read_all_confluent(broker.bootstrap_servers, topic, timeout=10) == []
 

@@ -11,10 +11,11 @@ methods only for what needs a decision: a node to connect to, a refused authenti
 import logging
 import time
 
-from kcore.errors import KafkaError, KafkaTimeoutError
+from kcore.errors import KafkaError, KafkaTimeoutError, UnsupportedCompressionTypeError
 
 log = logging.getLogger("kcore.sender_loop")
 _PRODUCE = 0  # the Produce API key
+_PRODUCE_ZSTD = 7  # the first Produce version that may carry zstd batches (Kafka 2.1)
 _QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
 _NODE_COUNTERS = ("requests", "request_bytes", "request_max", "responses", "response_bytes",
                   "latency_sum", "latency_max", "throttle_sum", "throttle_max")
@@ -172,6 +173,10 @@ def _send_produce_request(loop, client, node, batches, now):
     net = loop.net
     try:  # IncompatibleBrokerVersion: no Produce version in common (v3+ is needed)
         version = net.produce_version(node)
+        if version < _PRODUCE_ZSTD and loop.accumulator.compression_type == "zstd":
+            raise UnsupportedCompressionTypeError(  # as Java's ProduceRequest refuses it
+                "compression_type='zstd' needs brokers of Kafka 2.1 or newer (Produce v7); "
+                "node %s speaks Produce v%d at most (older than Kafka 2.1)" % (node, version))
         body, on_response = loop.request(version, batches, now, node)
     except KafkaError as e:
         log.error("Cannot send to node %s: %s", node, e)
