@@ -67,7 +67,7 @@ def digest(paths, *extra):
     return h.hexdigest()
 
 build = ["setup.py", "pyproject.toml"] + sorted(
-    p for pattern in ("*.pyx", "*.pxd", "*.h", "shared/*.py")
+    p for pattern in ("*.pyx", "*.pxd", "*.h", "_*.py")
     for p in glob.glob(os.path.join("src", "kcore", pattern)))
 print(digest(["pyproject.toml"]), digest(build, os.environ.get("PYPROD_NO_EXTENSIONS", "")))
 EOF

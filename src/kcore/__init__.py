@@ -4,8 +4,11 @@ Each kernel is a Cython module (``kcore/<name>.pyx``) whose ``.pxd`` exposes ``n
 to other kcore modules, and a pure-Python twin (``kcore/pure/<name>.py``) with the same public API.
 The compiled modules are used unless ``PYPROD_NO_EXTENSIONS=1``, or unless this is a pure build
 (made with that variable: see ``PURE_BUILD``); a missing extension is an ImportError, never a
-silent fallback. Python code both run is in ``kcore/shared``: the twins
-import it and the compiled modules compile it in, so the compiled build never loads a twin.
+silent fallback. Python code both run is in ``kcore/_<name>.py`` beside its kernel: the pure twin
+imports it and the compiled module compiles it in (Cython ``include``), so the compiled build never
+loads a twin and its types and tracebacks name the compiled module that ran
+(``kcore.future.RecordMetadata``). Such a file must not define a name its compiled module also
+defines, and editing it needs a rebuild, as editing a ``.pyx`` does.
 
 The twins' contract is a stub beside each kernel (``kcore/<name>.pyi``): its public classes,
 functions and constants with their signatures, which tests/kernels/test_contracts.py checks on

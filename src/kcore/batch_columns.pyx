@@ -28,7 +28,7 @@ from kcore.record_batch_builder cimport encode_headers
 from kcore.varint cimport write_varint
 
 from kcore.numpy_columns import _np_binary_rows, _np_column, _np_int_rows, _NpColumn
-include "shared/batch_columns.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
+include "_batch_columns.py"  # the input checks (_arrow, _binary_rows, ...), compiled in here
 
 __all__ = []  # internal: kcore.batch_send's (it re-exports prepare_rows)
 

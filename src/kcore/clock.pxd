@@ -1,6 +1,6 @@
 # The producer's clock for compiled code: monotonic milliseconds on time.monotonic()'s clock
 # (PyTime_MonotonicRaw), read without the GIL by any thread. Python code (the pure twins,
-# pyprod) reads the same clock through kcore.now_ms (kcore/shared/network_poll.py).
+# pyprod) reads the same clock through kcore.now_ms (kcore/_network_poll.py).
 from cpython.time cimport monotonic
 from libc.stdint cimport int64_t
 

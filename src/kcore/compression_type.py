@@ -1,5 +1,5 @@
 """CompressionType: the record batch codecs, in one place (Java's CompressionType): the public
-name of kcore/shared/compression_type.py's registry, from the implementation kcore runs (the
+name of kcore/_compression_type.py's registry, from the implementation kcore runs (the
 compiled builder compiles it in, so the Sender thread compresses without Python bytecode)."""
 from kcore import EXTENSIONS
 
@@ -8,7 +8,7 @@ if EXTENSIONS:
                                             TYPES, ZSTD, CompressionType, for_id, for_name,
                                             lz4_frame)
 else:
-    from kcore.shared.compression_type import (CODECS, GZIP, LZ4, NAMES, NONE,  # noqa: F401
+    from kcore._compression_type import (CODECS, GZIP, LZ4, NAMES, NONE,  # noqa: F401
                                                SNAPPY, TYPES, ZSTD, CompressionType, for_id,
                                                for_name, lz4_frame)
 

@@ -9,7 +9,7 @@ entry of three per registration (an add_errback right after an add_callback on t
 fills that entry's free slot). done() walks them in C, in registration order.
 
 asyncio awaits register loop calls in ``_loop_calls`` (flat ``[waker, call, arg, ...]``), which
-done() hands to their loops' wakers (kcore/shared/future.py): one wakeup per loop per Sender
+done() hands to their loops' wakers (kcore/_future.py): one wakeup per loop per Sender
 pass. A batch nobody awaits pays one pointer test."""
 cimport cython
 from cpython.object cimport PyObject, PyTypeObject, newfunc
@@ -21,7 +21,7 @@ import threading
 
 from kcore.errors import KafkaTimeoutError
 
-include "shared/future.py"  # the result types, Future and BatchFuture, compiled in here
+include "_future.py"  # the result types, Future and BatchFuture, compiled in here
 
 cdef extern from *:
     """
@@ -262,7 +262,7 @@ cdef class FutureRecordMetadata:
             raise exc
         return _metadata(self)
 
-    # kafka-python's trio (kcore/shared/future.py's _Callbacks for the pure twin), with no
+    # kafka-python's trio (kcore/_future.py's _Callbacks for the pure twin), with no
     # Python-level call on the way to the batch's thunks
     def add_callback(self, f, *args, **kwargs):
         return _add(self, _partial(f, args, kwargs) if args or kwargs else f, None)

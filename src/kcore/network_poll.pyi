@@ -1,5 +1,5 @@
 """The contract of kcore.network_poll and its twin kcore.pure.network_poll (both run
-kcore/shared/network_poll.py): the NetworkClient's data path, NetworkPoll and each
+kcore/_network_poll.py): the NetworkClient's data path, NetworkPoll and each
 BrokerConnection. All times are monotonic milliseconds.
 
 NetworkHooks, NetworkMetadata and NetworkUpdater are Protocols for type checkers only (neither

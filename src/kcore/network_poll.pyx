@@ -1,11 +1,11 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/network_poll.py: the NetworkClient's data path (NetworkPoll and
-each BrokerConnection), compiled in from kcore/shared/broker_connection.py and network_poll.py,
+each BrokerConnection), compiled in from kcore/_broker_connection.py and network_poll.py,
 so that a steady produce stream runs no Python bytecode in it."""
 from kcore.channel import Channel  # a connection's framing buffer (the compiled twin's)
 
-include "shared/broker_connection.py"  # BrokerConnection, InFlightRequest, the states
-include "shared/network_poll.py"       # NetworkPoll, ClientResponse
+include "_broker_connection.py"  # BrokerConnection, InFlightRequest, the states
+include "_network_poll.py"       # NetworkPoll, ClientResponse
 
 Link = BrokerConnection  # TODO(h14): export BrokerConnection once kcore/__init__ imports it
 

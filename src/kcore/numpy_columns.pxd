@@ -6,7 +6,7 @@
 from libc.stdint cimport int64_t, uint8_t
 
 
-# An S or U column (shared/numpy_columns.py's _NpColumn) of n records: ptrs[j], lens[j] its
+# An S or U column (_numpy_columns.py's _NpColumn) of n records: ptrs[j], lens[j] its
 # records' bytes (trailing NULs dropped; U encoded as UTF-8); returns what they point into
 # (a memoryview of the array, or the encoded bytes), for the call to keep.
 cdef object np_binary(object col, const uint8_t** ptrs, Py_ssize_t* lens, Py_ssize_t n,

@@ -1,6 +1,6 @@
 # cython: binding=False
 """send_batch's numpy and pandas columns (compiled; the pure twin is kcore/pure/numpy_columns.py):
-shared/numpy_columns.py, compiled in here as the pure twin imports it, unwraps pandas, checks
+_numpy_columns.py, compiled in here as the pure twin imports it, unwraps pandas, checks
 dtypes, makes each array native-endian and C-contiguous (_np_column) and reads the records
 through ``tolist()`` (_np_binary_rows, _np_int_rows: prepare_rows' lists, on both twins). The
 readers below (np_binary, np_ints, cimported by kcore.batch_columns) read ``S`` and ``U`` values
@@ -19,7 +19,7 @@ from libc.stdint cimport (INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t,
                           uint32_t, uint64_t)
 from libc.stdlib cimport free, malloc
 
-include "shared/numpy_columns.py"  # _np_column, _NpColumn, the tolist() readers
+include "_numpy_columns.py"  # _np_column, _NpColumn, the tolist() readers
 
 __all__ = []  # internal: kcore.batch_columns'
 

@@ -16,7 +16,7 @@ from kcore.crc cimport crc32c_update
 from kcore.future cimport FutureRecordMetadata, ProduceRequestResult, new_future
 from kcore.record_batch_builder cimport RBB_APPENDED, RBB_FULL, RecordBatchBuilder
 
-include "shared/producer_batch.py"  # BATCH_HEADER, record_size_upper_bound, segment reports
+include "_producer_batch.py"  # BATCH_HEADER, record_size_upper_bound, segment reports
 
 __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER",
            "piece_errors"]

@@ -42,7 +42,7 @@ from kcore.buffer_pool import BufferPool as _BufferPool
 from kcore.future import TopicPartition
 from kcore.errors import IllegalStateError, KafkaTimeoutError
 
-include "shared/record_accumulator.py"  # ReadyCheckResult and the too-large error
+include "_record_accumulator.py"  # ReadyCheckResult and the too-large error
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 

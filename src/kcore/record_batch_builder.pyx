@@ -21,7 +21,7 @@ from kcore.varint cimport varint_size, write_varint
 import time
 from operator import index
 
-include "shared/compression_type.py"   # the codec registry (kcore.compression_type)
+include "_compression_type.py"   # the codec registry (kcore.compression_type)
 from kcore.errors import IllegalStateError
 
 cdef extern from "Python.h":

@@ -19,7 +19,7 @@ from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
 from kcore.record_accumulator import _too_large
 from kcore.errors import IllegalStateError
 
-include "shared/send_path.py"  # send()'s record checks and custom_partition, compiled in here
+include "_send_path.py"  # send()'s record checks and custom_partition, compiled in here
 
 __all__ = ["SendPath", "custom_partition", "fork_generation"]
 

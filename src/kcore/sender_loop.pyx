@@ -13,7 +13,7 @@ from kcore.produce_codec import decode_produce_response, encode_produce_body
 from kcore.errors import KafkaError, UnknownError
 from time import monotonic_ns
 
-include "shared/sender_loop.py"  # the loop: its steps, the closing drain
+include "_sender_loop.py"  # the loop: its steps, the closing drain
 
 __all__ = ["SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN"]
 

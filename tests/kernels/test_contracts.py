@@ -315,9 +315,9 @@ def implementation(kernel, impl):
 
 def _source_class(kernel, name, impl):
     """Where the instance attributes of a class of impl are set: its own source (the twin), or
-    for the compiled build's Python classes, the kcore/shared file they are compiled from."""
+    for the compiled build's Python classes, the kcore/_<name>.py file they are compiled from."""
     pure = getattr(implementation(kernel, "pure"), name)
-    if impl == "pure" or pure.__module__.startswith("kcore.shared."):
+    if impl == "pure" or pure.__module__.startswith("kcore._"):
         return pure
     return None  # an extension type: its attributes are descriptors on the class
 

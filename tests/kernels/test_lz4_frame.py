@@ -1,4 +1,4 @@
-"""The LZ4 frame of a compressed batch (kcore/shared/compression_type.py, both implementations):
+"""The LZ4 frame of a compressed batch (kcore/_compression_type.py, both implementations):
 independent blocks, no checksums, the smallest block size that holds the batch; the reference
 LZ4 frame decoders and kafka-python read it back."""
 import os

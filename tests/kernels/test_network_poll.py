@@ -169,7 +169,7 @@ def test_active_implementation_is_the_network_clients():
     finally:
         client.close()
     assert kcore.NetworkPoll.__module__ == (
-        "kcore.network_poll" if kcore.EXTENSIONS else "kcore.shared.network_poll")
+        "kcore.network_poll" if kcore.EXTENSIONS else "kcore._network_poll")
 
 
 def test_send_and_send_batch_wake_the_senders_waker(k):

@@ -1,4 +1,4 @@
-"""kcore/shared: the Python code both implementations run is compiled into the compiled modules,
+"""kcore/_<name>.py: the Python code both implementations run is compiled into the compiled modules,
 so the compiled build's types and tracebacks name the module that ran (never kcore.pure), and
 the twins still agree."""
 import os
@@ -30,15 +30,16 @@ def test_types_name_the_module_that_ran(k):
     for name in TYPES:
         home = _home(k, name)
         if k.pure:
-            assert home.startswith(("kcore.pure.", "kcore.shared.")), (name, home)
+            assert home.startswith(("kcore.pure.", "kcore._")), (name, home)
         else:  # compiled in: e.g. kcore.future.RecordMetadata
-            assert home.startswith("kcore.") and home.count(".") == 1, (name, home)
-    assert type(md).__module__ == ("kcore.shared.future" if k.pure else "kcore.future")
+            assert home.startswith("kcore.") and home.count(".") == 1 and \
+                not home.startswith("kcore._"), (name, home)
+    assert type(md).__module__ == ("kcore._future" if k.pure else "kcore.future")
 
 
 @pytest.mark.skipif(not kcore.EXTENSIONS, reason="compiled kernels only")
 def test_compiled_build_imports_no_twin():
-    """A producer's send() and send_batch() run without importing kcore.pure or kcore.shared."""
+    """A producer's send() and send_batch() run without importing kcore.pure or a kcore/_<name>.py."""
     code = (
         "import sys\n"
         "from pyprod import KafkaProducer\n"
@@ -50,7 +51,7 @@ def test_compiled_build_imports_no_twin():
         "    except Exception:\n"
         "        pass\n"
         "p.close(timeout=0)\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('kcore.pure', 'kcore.shared'))))\n")
+        "print(sorted(m for m in sys.modules if m.startswith(('kcore.pure', 'kcore._'))))\n")
     env = dict(os.environ)
     env.pop("PYPROD_NO_EXTENSIONS", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -78,7 +79,7 @@ def test_tracebacks_name_the_module_that_ran(call, compiled_frame):
         assert not any("/pure/" in f for f, _ in frames), frames
         assert innermost[1] == compiled_frame, frames
     else:
-        assert "/kcore/shared/" in innermost[0].replace(os.sep, "/"), frames
+        assert "/kcore/_" in innermost[0].replace(os.sep, "/"), frames
 
 
 @pytest.mark.parametrize("size", [61, 200, 70000])

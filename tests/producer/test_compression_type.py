@@ -9,7 +9,7 @@ import pytest
 
 from kcore import compression_type
 from kcore.errors import UnsupportedCodecError
-from kcore.shared.producer_batch import batch_records
+from kcore._producer_batch import batch_records
 from pyprod import config, perf
 from pyprod.aio import config as aio_config
 from tests.harness.readback import read_all_kafka_python

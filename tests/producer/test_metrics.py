@@ -8,7 +8,7 @@ import types
 import pytest
 
 from kcore.pure import sender_loop as pure
-from kcore.shared.sender_loop import _snapshot
+from kcore._sender_loop import _snapshot
 from pyprod import KafkaProducer
 from pyprod.producer_metrics import (AVG, MAX, RATE, MetricConfig, MetricName, ProducerMetrics,
                                      Window, now_ms)

@@ -17,8 +17,8 @@ from kcore.pure.batch_columns import prepare_rows
 from kcore.pure.builtin_partitioner import partition_for_key
 from kcore.pure.future import BatchFuture
 from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
-from kcore.shared.record_accumulator import _too_large
-from kcore.shared.send_path import _not_in_metadata
+from kcore._record_accumulator import _too_large
+from kcore._send_path import _not_in_metadata
 from kcore.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 
 __all__ = ["BatchSendPath", "prepare_rows"]

@@ -7,7 +7,7 @@ add_callback / add_errback / add_both.
 """
 import threading
 
-from kcore.shared.future import (BatchFuture, BatchMetadata, Future, RecordMetadata,  # noqa: F401
+from kcore._future import (BatchFuture, BatchMetadata, Future, RecordMetadata,  # noqa: F401
                                  TopicPartition, _Callbacks, _notify, _piece_of,
                                  _post_loop_calls, _timestamp_type, _waker_of)
 from kcore.errors import KafkaTimeoutError
@@ -75,7 +75,7 @@ class ProduceRequestResult:
 
     def add_loop_call(self, loop, call, arg):
         """Run call(arg) on asyncio ``loop`` once done (batched with the other calls done by
-        then: see kcore/shared/future.py); False (nothing registered) if done already."""
+        then: see kcore/_future.py); False (nothing registered) if done already."""
         waker = _waker_of(loop)
         with self._lock:
             if self.is_done:

@@ -1,11 +1,11 @@
 """The NetworkClient's data path (Java's NetworkClient.poll with its Selector and
 InFlightRequests): NetworkPoll and each BrokerConnection. The code is
-kcore/shared/broker_connection.py and kcore/shared/network_poll.py, which the compiled twin
+kcore/_broker_connection.py and kcore/_network_poll.py, which the compiled twin
 compiles in; this twin runs it as Python."""
-from kcore.shared.broker_connection import (  # noqa: F401
+from kcore._broker_connection import (  # noqa: F401
     AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED, HANDSHAKING, MAX_DELAY_MS,
     READY, SETTING_UP, BrokerConnection, InFlightRequest, drop_tracebacks, ssl_failure)
-from kcore.shared.network_poll import ClientResponse, NetworkPoll, now_ms  # noqa: F401
+from kcore._network_poll import ClientResponse, NetworkPoll, now_ms  # noqa: F401
 
 Link = BrokerConnection  # TODO(h14): export BrokerConnection once kcore/__init__ imports it
 

@@ -4,10 +4,10 @@ values and keys, integer partitions, integer and ``datetime64`` timestamps read 
 ``tolist()`` into per-record lists (_np_binary_rows, _np_int_rows): the same bytes and ints as
 the compiled twin reads from the array's buffer.
 
-The code is kcore/shared/numpy_columns.py, which the compiled twin compiles in;
-kcore/shared/batch_columns.py (the pure batch_columns) imports it from here.
+The code is kcore/_numpy_columns.py, which the compiled twin compiles in;
+kcore/_batch_columns.py (the pure batch_columns) imports it from here.
 """
-from kcore.shared.numpy_columns import (_np_binary_rows, _np_column,  # noqa: F401
+from kcore._numpy_columns import (_np_binary_rows, _np_column,  # noqa: F401
                                         _np_int_rows, _NpColumn)
 
 __all__ = []  # internal: kcore.pure.batch_columns'

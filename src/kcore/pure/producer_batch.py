@@ -7,7 +7,7 @@ from kcore.pure.at_fork import guard_locks
 from kcore.pure.crc import crc32c
 from kcore.pure.future import FutureRecordMetadata, ProduceRequestResult
 from kcore.pure.record_batch_builder import RecordBatchBuilder
-from kcore.shared.producer_batch import (BATCH_HEADER, GROWTH, _TOLD, _report_segments,
+from kcore._producer_batch import (BATCH_HEADER, GROWTH, _TOLD, _report_segments,
                                          _split_in_halves, piece_errors,
                                          record_size_upper_bound)
 

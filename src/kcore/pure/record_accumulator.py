@@ -21,7 +21,7 @@ from kcore.pure.network_poll import now_ms
 from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
 from kcore.pure.send_choice import SendChoice
-from kcore.shared.record_accumulator import ReadyCheckResult
+from kcore._record_accumulator import ReadyCheckResult
 from kcore.errors import IllegalStateError
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]

@@ -3,7 +3,7 @@ import struct
 import time
 from operator import index
 
-from kcore.shared.compression_type import for_name
+from kcore._compression_type import for_name
 from kcore.pure.crc import crc32c
 from kcore.pure.varint import encode_varint
 from kcore.errors import IllegalStateError

@@ -12,7 +12,7 @@ What the choices read is the accumulator's, set in RecordAccumulator.__init__: i
 batches in the same pass (``_drain_node``); the compiled one makes the choices without the GIL
 and leaves taking them to kcore.record_accumulator.
 """
-from kcore.shared.record_accumulator import ReadyCheckResult, _build_failed
+from kcore._record_accumulator import ReadyCheckResult, _build_failed
 
 __all__ = []  # internal: RecordAccumulator's base (kcore.pure.record_accumulator)
 

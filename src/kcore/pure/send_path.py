@@ -14,8 +14,8 @@ import time
 from kcore.pure.builtin_partitioner import partition_for_key
 from kcore.pure.network_poll import now_ms
 from kcore.pure.producer_batch import BATCH_HEADER, record_size_upper_bound
-from kcore.shared.record_accumulator import _too_large
-from kcore.shared.send_path import (_INT32_MAX, _INT64_MAX, _as_bytes, _check_headers,
+from kcore._record_accumulator import _too_large
+from kcore._send_path import (_INT32_MAX, _INT64_MAX, _as_bytes, _check_headers,
                                     _forked_error, _not_in_metadata, custom_partition)
 from kcore.errors import IllegalStateError
 

@@ -12,7 +12,7 @@ back to the Sender: a partition's error code (``on_partition(batch, result)``) a
 request or a partition the broker left out (``on_error(batch, error)``), which retry, split or
 fail the batch. A steady produce stream thus runs no Python per batch or per record.
 
-Each loop (kcore/shared/sender_loop.py) runs a transactional producer's TransactionManager step
+Each loop (kcore/_sender_loop.py) runs a transactional producer's TransactionManager step
 first, then fail_expired and send_producer_data fail the expired batches and run the produce
 step: ready(), the nodes' connections, drain() and the requests. on_fail(batch, error) fails a
 batch that expired or cannot be sent. Once running is cleared, the loop sends what is left
@@ -22,7 +22,7 @@ from time import monotonic_ns
 
 from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
 from kcore.pure.timing_wheel import TimingWheel
-from kcore.shared.sender_loop import (_fail_expired, _pass, _run, _run_once,
+from kcore._sender_loop import (_fail_expired, _pass, _run, _run_once,
                                       _send_producer_data, _snapshot)
 from kcore.errors import KafkaError, UnknownError
 

@@ -4,7 +4,7 @@ aiokafka's send() returns an asyncio.Future; this is one by duck type (``asyncio
 true: await, asyncio.wait / gather / wait_for, add_done_callback, result(), cancel() all work)
 without being one per record in asyncio's machinery: it registers with the record's batch only
 when somebody waits on it (await or add_done_callback), and its loop is woken through kcore's
-batched loop calls (one wakeup per Sender pass, kcore/shared/future.py). A record nobody waits
+batched loop calls (one wakeup per Sender pass, kcore/_future.py). A record nobody waits
 for costs this object and nothing else.
 
 done() reads the batch's state, which the Sender thread sets: it turns true as soon as the

@@ -1,7 +1,7 @@
 """One broker connection (Java's KafkaChannel with its InFlightRequests and its
-ClusterConnectionStates entry), the same in both implementations (see kcore/shared/__init__.py):
+ClusterConnectionStates entry), the same in both implementations (see kcore/___init__.py):
 the connection states, an in-flight request, the BrokerConnection, and the errors that end a
-connection. kcore.network_poll compiles it in, before kcore/shared/network_poll.py.
+connection. kcore.network_poll compiles it in, before kcore/_network_poll.py.
 """
 import collections
 import errno

@@ -1,5 +1,5 @@
 """The steps of the Sender's loop that the SenderLoop runs, the same in both implementations
-(see kcore/shared/__init__.py): the loop itself (Java's Sender.run and runOnce), for every
+(see kcore/___init__.py): the loop itself (Java's Sender.run and runOnce), for every
 producer: a transactional one's step first (its TransactionManager's requests, one at a time),
 then expiry at delivery_timeout_ms (Java's Sender.failBatch on expired batches) and the produce
 step (Java's Sender.sendProducerData: ready(), and drain() of the ready nodes whose connections

@@ -1,5 +1,5 @@
 """The RecordAccumulator's Python parts, the same in both implementations (see
-kcore/shared/__init__.py): the Sender's ReadyCheckResult, and the error for a record too large
+kcore/___init__.py): the Sender's ReadyCheckResult, and the error for a record too large
 for a request or for the buffer memory."""
 import collections
 

@@ -1,5 +1,5 @@
 """send()'s record checks and the user partitioner, the same in both implementations (see
-kcore/shared/__init__.py): serialized key/value and header checks, the error for a topic not in
+kcore/___init__.py): serialized key/value and header checks, the error for a topic not in
 the metadata, and the call of a kafka-python style ``partitioner``."""
 from kcore.errors import IllegalStateError, KafkaTimeoutError
 

@@ -1,8 +1,8 @@
 """The NetworkClient's data path (Java's NetworkClient.poll with its Selector and
-InFlightRequests), the same in both implementations (see kcore/shared/__init__.py).
+InFlightRequests), the same in both implementations (see kcore/___init__.py).
 
 NetworkPoll owns it: the Selector and its Waker, every BrokerConnection
-(kcore/shared/broker_connection.py: its state, socket, Channel, in-flight FIFO and TLS byte
+(kcore/_broker_connection.py: its state, socket, Channel, in-flight FIFO and TLS byte
 stream), the correlation ids and the completed responses. It polls, queues requests,
 dispatches responses and times requests out, so that a steady produce stream runs compiled.
 What needs a decision goes to its policy, the NetworkClient (pyprod), through its hooks, only
@@ -14,7 +14,7 @@ import time
 from kcore.errors import IllegalStateError, KafkaConnectionError, KafkaError, RequestTimedOutError
 
 if "BrokerConnection" not in globals():  # the pure twin (network_poll.pyx compiles it in)
-    from kcore.shared.broker_connection import (CONNECTING, DISCONNECTED, HANDSHAKING,
+    from kcore._broker_connection import (CONNECTING, DISCONNECTED, HANDSHAKING,
                                                 MAX_DELAY_MS, READY,
                                    SETTING_UP, InFlightRequest)
 

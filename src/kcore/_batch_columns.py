@@ -1,4 +1,4 @@
-"""send_batch's input checks, the same in both implementations (see kcore/shared/__init__.py):
+"""send_batch's input checks, the same in both implementations (see kcore/___init__.py):
 values, keys, headers, partitions and timestamps as Python sequences, pyarrow arrays or numpy
 arrays and pandas Series (kcore.numpy_columns and its twin), checked and turned into per-record lists
 (the compiled twin reads Arrow and fixed-width numpy buffers itself and uses these for the

@@ -1,4 +1,4 @@
-"""The futures' Python part, the same in both implementations (see kcore/shared/__init__.py):
+"""The futures' Python part, the same in both implementations (see kcore/___init__.py):
 the result types (TopicPartition, RecordMetadata, BatchMetadata), callback helpers, kafka-python's
 Future for early errors, and send_batch's BatchFuture. ProduceRequestResult and
 FutureRecordMetadata, the per-batch and per-record hot path, are in kcore/future.pyx and its

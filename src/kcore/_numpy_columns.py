@@ -1,5 +1,5 @@
 """send_batch's numpy and pandas columns, the same in both implementations (see
-kcore/shared/__init__.py): a pandas Series or Index unwrapped (to numpy, or to the pyarrow
+kcore/___init__.py): a pandas Series or Index unwrapped (to numpy, or to the pyarrow
 array behind an Arrow-backed one), a numpy array checked and, when fixed-width (``S``, ``U``,
 integer, ``datetime64``), wrapped in an _NpColumn: native byte order, C-contiguous (one numpy
 call if not), what its records are read as. An object array stays a sequence.

@@ -1,4 +1,4 @@
-"""ProducerBatch's Python part, the same in both implementations (see kcore/shared/__init__.py):
+"""ProducerBatch's Python part, the same in both implementations (see kcore/___init__.py):
 the size bound of a record and the report of a completed batch's send_batch segments."""
 from kcore.compression_type import for_id
 
