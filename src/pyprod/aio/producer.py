@@ -222,7 +222,7 @@ class AIOKafkaProducer(Transactions):
         return self._append(*args)
 
     # -- what Transactions reads (pyprod.KafkaProducer's hooks for this layer) ---------------
-    def _txn(self):
+    def _transaction_manager(self):
         if self._transactional_id is None:
             return None
         return self._open().transaction_manager

@@ -42,29 +42,29 @@ def validate_offsets(offsets):
 
 
 class Transactions:
-    """The transactional methods; AIOKafkaProducer's ``_txn()`` gives pyprod's
+    """The transactional methods; AIOKafkaProducer's ``_transaction_manager()`` gives pyprod's
     TransactionManager (None when not transactional) and ``_wake_sender()`` its I/O thread."""
 
     def _ensure_transactional(self):
-        txn = self._txn()  # (not started: IllegalStateError)
-        if txn is None:
+        transaction_manager = self._transaction_manager()  # (not started: IllegalStateError)
+        if transaction_manager is None:
             raise IllegalOperation("You need to configure transaction_id to use transactions")
-        return txn
+        return transaction_manager
 
     async def begin_transaction(self) -> None:
-        txn = self._ensure_transactional()
+        transaction_manager = self._ensure_transactional()
         try:
-            txn.begin_transaction()
+            transaction_manager.begin_transaction()
         except errors.KafkaError as e:
             raise translate(e) from None
 
     async def commit_transaction(self) -> None:
-        txn = self._ensure_transactional()
-        await self._finish(txn.begin_commit)
+        transaction_manager = self._ensure_transactional()
+        await self._finish(transaction_manager.begin_commit)
 
     async def abort_transaction(self) -> None:
-        txn = self._ensure_transactional()
-        await self._finish(txn.begin_abort)
+        transaction_manager = self._ensure_transactional()
+        await self._finish(transaction_manager.begin_abort)
 
     async def _finish(self, begin):
         try:
@@ -81,27 +81,27 @@ class Transactions:
 
     async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any],
                                           group_id: str) -> None:
-        txn = self._ensure_transactional()
-        if txn.state != IN_TRANSACTION:
+        transaction_manager = self._ensure_transactional()
+        if transaction_manager.state != IN_TRANSACTION:
             raise IllegalOperation("Not in the middle of a transaction")
         if not group_id or not isinstance(group_id, str):
             raise ValueError(group_id)
         offsets = validate_offsets(offsets)
         try:
-            result = txn.send_offsets_to_transaction(offsets, group_id)
+            result = transaction_manager.send_offsets_to_transaction(offsets, group_id)
             self._wake_sender()
             await result
         except errors.KafkaError as e:
             raise translate(e) from None
 
     def _check_send_in_transaction(self):
-        txn = self._txn()
-        if txn is not None and txn.state != IN_TRANSACTION:
+        transaction_manager = self._transaction_manager()
+        if transaction_manager is not None and transaction_manager.state != IN_TRANSACTION:
             raise IllegalOperation("Can't send messages while not in transaction")
 
     def _is_fatal(self):
-        txn = self._txn()
-        return txn is not None and txn.state == FATAL_ERROR
+        transaction_manager = self._transaction_manager()
+        return transaction_manager is not None and transaction_manager.state == FATAL_ERROR
 
 
 class TransactionContext:
