@@ -171,21 +171,18 @@ test_one() {  # ABI ARCH WHEEL (after locate_python): sets tested, counts, notes
   ver=${ver%t}; tested=failed; counts=""; notes=""
   mapfile -t cibw < <(tools cibw "$abi-manylinux_$arch")
   local test_command=${cibw[-1]}; unset 'cibw[-1]'
-  local reqs=("${cibw[@]}") deselect=() pyenv=() want links=() cenv
+  local reqs=("${cibw[@]}") deselect=() pyenv=() want cenv
   mapfile -t cenv < <(tools cibw-env "$abi-manylinux_$arch")   # cp313t: PYTHON_GIL=0
   rm -rf "$bindir"; mkdir -p "$bindir"
+  # cibuildwheel's before-test for cp313t (cramjam from source): built by locate_python
+  [ ${#P_LINKS[@]} = 0 ] || notes+="cramjam $CRAMJAM_313T from source, PYTHON_GIL=0; "
   if [ "$arch" = x86_64 ]; then
     local venv=$W/venv-$abi
     rm -rf "$venv"; "${P_RUN[0]}" -m venv "$venv" || { notes="python -m venv failed"; return 1; }
     "$venv/bin/pip" install -q --upgrade pip > /dev/null 2>&1 || true
-    if [ "$abi" = cp313t ]; then   # cibuildwheel's before-test, built here before PATH loses the compilers
-      cramjam_313t_wheels "$venv/bin/python" "$W/cramjam-cp313t"; links=(--find-links "$W/cramjam-cp313t")
-      notes+="cramjam $CRAMJAM_313T from source, PYTHON_GIL=0; "
-    fi
-    local i0=$EPOCHREALTIME
-    "$venv/bin/pip" install -q --only-binary :all: "${links[@]}" "$whl" || { notes="pip install of the wheel failed"; return 1; }
+    local i0=$EPOCHREALTIME pip=("$venv/bin/pip" install -q --only-binary :all: "${P_LINKS[@]}")
+    "${pip[@]}" "$whl" || { notes="pip install of the wheel failed"; return 1; }
     say "$abi x86_64: pip install of the wheel into a fresh venv: $(python3 -c "print('%.1f' % ($EPOCHREALTIME - $i0))") s"
-    local pip=("$venv/bin/pip" install -q --only-binary :all:)
     printf '#!/bin/sh\nexec %s "$@"\n' "$venv/bin/python" > "$bindir/python"; want=$venv
   else
     local site=$W/site-$abi-aarch64 hostpip=$W/venv-$abi/bin/pip; rm -rf "$site"
@@ -194,7 +191,7 @@ test_one() {  # ABI ARCH WHEEL (after locate_python): sets tested, counts, notes
     [ -x "$hostpip" ] || { hostpip=$T/bin/pip; [ "$v" = cp311 ] || notes+="markers as on 3.11; "; }
     local pip=("$hostpip" install -q --target "$site" --only-binary :all: --implementation cp
                --python-version "$ver" --abi "$abi" --platform manylinux2014_aarch64
-               --platform manylinux_2_28_aarch64)
+               --platform manylinux_2_28_aarch64 "${P_LINKS[@]}")
     "${pip[@]}" "$whl" > "$W/site.log" 2>&1 || { tail -3 "$W/site.log"; notes="arm64 install failed"; return 1; }
     pip+=(--upgrade)  # the same --target again
     # the interpreter under qemu-aarch64, as `python` on PATH
@@ -204,6 +201,12 @@ test_one() {  # ABI ARCH WHEEL (after locate_python): sets tested, counts, notes
     # here (no binfmt_misc registration for qemu), so they are left out.
     deselect=(--deselect=tests/kernels/test_contracts.py::test_a_missing_extension_is_an_import_error
               --deselect=tests/kernels/test_shared.py::test_compiled_build_imports_no_twin)
+    # free-threaded: the two many-thread stress tests at their GIL-build sizes (4000 records,
+    # 300 calls a thread): 3.13t's pure twin under qemu outran the 85 s hang guard at 15000
+    if [ "${abi: -1}" = t ]; then
+      cenv+=(PYPROD_STRESS_RECORDS=4000 PYPROD_MUTATION_CALLS=300)
+      notes+="stress tests at GIL-build sizes (qemu); "
+    fi
   fi
   chmod +x "$bindir/python"
   install_reqs pip "${reqs[@]}"

@@ -50,22 +50,21 @@ ft_arm64_python() {
 }
 
 # cramjam_313t_arm64 PREFIX DIR: DIR holds cramjam $CRAMJAM_313T for arm64 cp313t (built once,
-# with PYPROD_FT_ARM64_BUILD=1):
-# its source package cross-compiled with Rust's aarch64-unknown-linux-gnu target (rustup), PyO3
-# reading the target's sysconfig from the cross-built 3.13t at PREFIX, tagged manylinux_2_28
-# after maturin's own check of the symbols it links
+# with PYPROD_FT_ARM64_BUILD=1): its source package cross-compiled with Rust's
+# aarch64-unknown-linux-gnu target (rustup), PyO3 reading the target's sysconfig from the
+# cross-built 3.13t at PREFIX, C parts and link by maturin's --zig (wheels.sh's zig, as $zig)
+# against glibc 2.28, so tagged manylinux_2_28 after maturin's own check of its symbols (the
+# bookworm sysroot's glibc 2.36 gave GLIBC_2.34 symbols)
 cramjam_313t_arm64() {
-  local prefix=$1 dir=$2 host=$PY_CACHE/venv-3.13t/bin/python root
+  local prefix=$1 dir=$2 host=$PY_CACHE/venv-3.13t/bin/python
   ls "$dir"/cramjam-$CRAMJAM_313T-cp313-cp313t-manylinux*aarch64.whl >/dev/null 2>&1 && return 0
   [ "${PYPROD_FT_ARM64_BUILD:-0}" = 1 ] || return 1
   rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu \
     || rustup target add aarch64-unknown-linux-gnu >&2 || return 1
-  root=$(ft_arm64_sysroot) || return 1
-  mkdir -p "$dir"; say "cross-building cramjam $CRAMJAM_313T for arm64 cp313t (Rust)" >&2
-  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=--sysroot=$root" \
+  mkdir -p "$dir"; say "cross-building cramjam $CRAMJAM_313T for arm64 cp313t (Rust, zig)" >&2
+  PATH=$(dirname "$zig"):$PATH CARGO_ZIGBUILD_ZIG_PATH=$zig \
   PYO3_CROSS_LIB_DIR=$prefix/lib/python3.13t PYO3_CROSS_PYTHON_VERSION=3.13 \
-  MATURIN_PEP517_ARGS="--target aarch64-unknown-linux-gnu --compatibility manylinux_2_28" \
+  MATURIN_PEP517_ARGS="--target aarch64-unknown-linux-gnu --zig --compatibility manylinux_2_28" \
     nice -n 15 "$host" -m pip wheel -q --no-cache-dir --no-deps --no-binary cramjam "cramjam==$CRAMJAM_313T" -w "$dir" \
     > "$dir/cramjam-build.log" 2>&1 || { tail -n 5 "$dir/cramjam-build.log" >&2; return 1; }
   ls "$dir"/cramjam-$CRAMJAM_313T-cp313-cp313t-manylinux*aarch64.whl >/dev/null 2>&1 \

@@ -2,7 +2,8 @@
 # compile against and, where one is reachable here, to run the tests with.
 #   locate_python ABI ARCH  sets P_INC (a folder with Python.h and that build's pyconfig.h),
 #     P_SUFFIX (the modules' suffix), P_RUN (the command that runs the interpreter: empty when
-#     there is none), P_DESC (where it came from).
+#     there is none), P_DESC (where it came from), P_LINKS (pip's --find-links for what the
+#     test step installs from source: cp313t's cramjam, as cibuildwheel's before-test builds it).
 # Sources: x86_64: ~/.cache/pyprod/cpython-X.Y[t] (scripts/pythons.sh, free_threaded.sh), else
 # the machine's pythonX.Y, else Maven Central's org.bytedeco:cpython (upstream's release built by
 # the JavaCPP project: bin, lib, include). aarch64: Debian's arm64 python3.11 (bookworm) and
@@ -95,7 +96,7 @@ locate_python() {
   abi=$1 arch=$2
   local ver=3.${abi:3:2} ft="" py="" p root
   ver=${ver%t}; [ "${abi: -1}" = t ] && ft=t
-  P_SUFFIX=".cpython-${abi#cp}-$arch-linux-gnu.so"; P_RUN=(); P_INC=""; P_DESC=""
+  P_SUFFIX=".cpython-${abi#cp}-$arch-linux-gnu.so"; P_RUN=(); P_INC=""; P_DESC=""; P_LINKS=()
   if [ "$arch" = x86_64 ]; then
     local cached=$PY_CACHE/cpython-$ver$ft  # only a finished install (its stamp is written last)
     [ -e "$cached/.pyprod-build" ] || cached=/nonexistent
@@ -117,15 +118,16 @@ locate_python() {
     fi
     [ -n "$py" ] || { P_DESC="no CPython $ver$ft here"; return 1; }
     native_inc "$py" "$ft" || return 1; P_RUN=("$py")
+    if [ "$abi" = cp313t ]; then
+      cramjam_313t_wheels "$py" "$W/cramjam-cp313t"; P_LINKS=(--find-links "$W/cramjam-cp313t")
+    fi
     return 0
   fi
   # cp313t: also cibuildwheel's before-test (cramjam from source), cross-built; without it: not run
   local cj=$W/cramjam-cp313t-aarch64
   if [ -n "$ft" ] && p=$(ft_arm64_python "$ver") \
      && { [ "$ver" != 3.13 ] || cramjam_313t_arm64 "$p" "$cj"; }; then
-    # wheels.sh's arm64 pip install has no --find-links: pip reads this one from the environment
-    [ "$ver" != 3.13 ] || [[ " ${PIP_FIND_LINKS:-} " == *" $cj "* ]] \
-      || export PIP_FIND_LINKS="${PIP_FIND_LINKS:+$PIP_FIND_LINKS }$cj"
+    [ "$ver" != 3.13 ] || P_LINKS=(--find-links "$cj")
     root=$(debian_root bookworm 3.11) || return 1  # its libc, libssl, libffi for qemu -L
     make_inc "$p/include/python${ver}t" "$p/include/python${ver}t/pyconfig.h" t || return 1
     P_DESC="$(sed -n 's/^#define PY_VERSION *"\(.*\)"/\1/p' "$P_INC/patchlevel.h") free-threaded (cross-built here: $p)"
