@@ -197,8 +197,10 @@ def make_certificates(directory: str, *, password: str = "pyprod-store-secret") 
 
 
 def _made_elsewhere(python: str, directory: str, password: str) -> Certificates:
+    # PYTHON_GIL=0 (a free-threaded run's) aborts a GIL build of CPython: not passed on
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
     out = subprocess.run([python, os.path.abspath(__file__), directory], input=password,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env)
     if out.returncode:
         raise RuntimeError("PYPROD_CERT_PYTHON=%s did not write the certificates:\n%s"
                            % (python, out.stderr[-2000:]))
