@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from .broker_matrix import VERSIONS, supports
 
 # check -> the feature it refuses on brokers without it (where passing means a typed refusal)
-REFUSALS = {"test_codec[zstd]": "zstd"}
+REFUSALS = {"test_codec[zstd]": "zstd", "test_scram_sha_256": "sasl"}  # check -> feature
 
 
 def _cells(xml_path: str, version: str) -> dict:
