@@ -56,7 +56,7 @@ if TYPE_CHECKING or EXTENSIONS:
     from kcore.produce_codec import decode_produce_response, encode_produce_body
     from kcore.network_poll import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING,
                                     DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY, SETTING_UP,
-                                    ClientResponse, InFlightRequest, Link, NetworkPoll,
+                                    ClientResponse, InFlightRequest, BrokerConnection, NetworkPoll,
                                     drop_tracebacks, now_ms, ssl_failure)
     from kcore.sender_loop import QUEUE_SCAN, ProduceResponseHandler, SenderLoop
 else:
@@ -82,7 +82,7 @@ else:
     from kcore.pure.produce_codec import decode_produce_response, encode_produce_body
     from kcore.pure.network_poll import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING,
                                          DISCONNECTED, HANDSHAKING, MAX_DELAY_MS, READY,
-                                         SETTING_UP, ClientResponse, InFlightRequest, Link,
+                                         SETTING_UP, ClientResponse, InFlightRequest, BrokerConnection,
                                          NetworkPoll, drop_tracebacks, now_ms, ssl_failure)
     from kcore.pure.sender_loop import QUEUE_SCAN, ProduceResponseHandler, SenderLoop
 
@@ -109,7 +109,7 @@ __all__ = [
     # network_poll, sender_loop
     "DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
     "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest", "ClientResponse",
-    "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms",
+    "BrokerConnection", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms",
     "SenderLoop", "ProduceResponseHandler", "QUEUE_SCAN",
 ]
 

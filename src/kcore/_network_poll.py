@@ -97,7 +97,7 @@ class NetworkPoll:
     now_ms = staticmethod(now_ms)
 
     @property
-    def conns(self):  # TODO(h14): remove after producer_metrics/tests say connections
+    def conns(self):  # TODO(h18): remove with NetworkClient.io (tests/producer/test_metrics.py)
         return self.connections
 
     def wakeup(self):

@@ -7,8 +7,6 @@ from kcore.channel import Channel  # a connection's framing buffer (the compiled
 include "_broker_connection.py"  # BrokerConnection, InFlightRequest, the states
 include "_network_poll.py"       # NetworkPoll, ClientResponse
 
-Link = BrokerConnection  # TODO(h14): export BrokerConnection once kcore/__init__ imports it
-
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
-           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]
+           "ClientResponse", "BrokerConnection", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]

@@ -18,7 +18,7 @@ import ssl
 
 from kcore import (AUTHENTICATING, CHECKING_API_VERSIONS, CONNECTING, DISCONNECTED,  # noqa: F401
                    HANDSHAKING, MAX_DELAY_MS, READY, RECV_CHUNK, SETTING_UP, Channel, ssl_failure)
-from kcore import Link as BrokerConnection  # TODO(h14): kcore.BrokerConnection (kcore/__init__)
+from kcore import BrokerConnection
 from pyprod import errors
 from pyprod.socks5 import Socks5Handshake
 

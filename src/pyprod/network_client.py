@@ -429,25 +429,9 @@ class NetworkClient:
                 if connection.state == DISCONNECTED:
                     del self._connections[node_id]
 
-    # TODO(h14): remove after sender/txn move: the Sender, TransactionManager, producer and
-    # producer_metrics call network_poll's (shutdown, poll, wakeup, in_flight_count) directly
+    # TODO(h18): remove with NetworkPoll.conns once tests/producer/test_metrics.py's stub client
+    # has network_poll (producer_metrics.py then reads client.network_poll.connections)
     io = property(lambda self: self.network_poll)
-    _conns = property(lambda self: self._connections)  # (tests/producer/test_fork_unit)
-
-    def close(self):
-        self.network_poll.shutdown()
-
-    def poll(self, timeout_ms=None):
-        self.network_poll.poll(timeout_ms)
-
-    def wakeup(self):
-        self.network_poll.wakeup()
-
-    def in_flight_request_count(self, node_id=None):
-        return self.network_poll.in_flight_count(node_id)
-
-    def close_after_fork(self):  # producer.py: functools.partial(network_poll.shutdown, ...)
-        self.network_poll.shutdown(after_fork=True)
 
     # -- NetworkPoll's hooks (network_poll.pyi's NetworkHooks; set_up, reauthenticate and
     # connection_closed are above) --

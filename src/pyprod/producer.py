@@ -110,14 +110,15 @@ class KafkaProducer:
                 batches_sent=lambda loop=self._sender.produce_loop: loop.batches)
             self._sender.set_transactions(self.transaction_manager)
         self._send_path = kcore.SendPath(
-            self._accumulator, self._wait_on_metadata, self._client.io.waker,
+            self._accumulator, self._wait_on_metadata, self._client.network_poll.waker,
             partitioner=self.config["partitioner"], txn_partitions=self._txn_partitions,
             on_fork=functools.partial(_send_path_in_child, weakref.ref(self)),
             **send_settings(self.config))
         self.send = self._send_path.send  # one vectorcall into kcore per record
         self._sender.start()
         fork_registry.built(self, getattr(self._producer_metrics, "lock", None),
-                            self._client.close_after_fork)
+                            functools.partial(self._client.network_poll.shutdown,
+                                              after_fork=True))
         self._fork_generation = generation  # last: _here() checks it without the lock
 
     def _here(self):
@@ -191,7 +192,7 @@ class KafkaProducer:
         path = self.__dict__.get("_batch_path")
         if path is None:
             path = self._batch_path = kcore.BatchSendPath(
-                self._send_path, self._accumulator, self._wait_on_metadata, self._client.io.waker,
+                self._send_path, self._accumulator, self._wait_on_metadata, self._client.network_poll.waker,
                 **send_settings(self.config))
         if self.config["partitioner"] is not None:
             return self._send_batch_each(path, topic, values, keys, headers, partitions,
@@ -208,7 +209,7 @@ class KafkaProducer:
         raw = self.__dict__.get("_raw_send_path")
         if raw is None:  # serialized already
             raw = self._raw_send_path = kcore.SendPath(
-                self._accumulator, self._wait_on_metadata, self._client.io.waker,
+                self._accumulator, self._wait_on_metadata, self._client.network_poll.waker,
                 txn_partitions=self._txn_partitions, **send_settings(self.config, serialize=False))
         custom = self._partition_with(self.config["partitioner"])
         n = len(vals)

@@ -250,7 +250,7 @@ class TransactionManager:
             self._raise_if_fatal()
             result = TransactionalRequestResult("DescribeTransactions")
             self._enqueue(DescribeTransactionsHandler(self, result, transactional_id))
-        self.client.wakeup()
+        self.client.network_poll.wakeup()
         return result
 
     def has_pending(self):

@@ -122,10 +122,10 @@ def first_connection_error(bootstrap_servers, node=-1):
         deadline = time.monotonic() + BOUND
         while nc.connection_error(node) is None:
             assert time.monotonic() < deadline, "node %s never failed" % node
-            nc.poll(50)
+            nc.network_poll.poll(50)
         return nc.connection_error(node)
     finally:
-        nc.close()
+        nc.network_poll.shutdown()
         md.close()
 
 

@@ -167,7 +167,7 @@ class _Harness:
         from pyprod.producer import metadata_for, network_client_for
         settings = config.build(bootstrap_servers="127.0.0.1:9092")
         self.client = network_client_for(settings, metadata_for(settings))
-        self.client.io.close = self._close  # record instead of closing a socket
+        self.client.network_poll.close = self._close  # record instead of closing a socket
         self.closed = []
         self.responses = []
 
@@ -186,12 +186,12 @@ class _Harness:
         conn.state = CHECKING_API_VERSIONS if module is api_versions else READY
         if module is metadata:  # a metadata request in flight
             client._updater.fetch = (1, 0)
-        del self.closed[:], self.responses[:], client.io.completed[:]
+        del self.closed[:], self.responses[:], client.network_poll.completed[:]
         conn.in_flight.append(InFlightRequest(
             CORRELATION_ID, module.API_KEY, version,
             header.response_header_version(module.API, version), True,
             self.responses.append, 0, 30000, internal))
-        client.io.handle_frame(conn, data, 0)
+        client.network_poll.handle_frame(conn, data, 0)
         for error in self.closed:
             if error is None:
                 continue
@@ -199,7 +199,7 @@ class _Harness:
             if cause is not None and not isinstance(cause, errors.KafkaError):
                 raise cause          # the decoder's own exception is the finding
             raise error  # a typed error passes; anything else is a finding
-        for _, response in client.io.completed:
+        for _, response in client.network_poll.completed:
             if module is produce:  # what the Sender does with it
                 import kcore
                 return kcore.decode_produce_response(version, response.body)

@@ -1,5 +1,5 @@
-"""kcore's NetworkPoll (the NetworkClient's data path) and Link (one connection's) on both
-implementations, without a broker: response frames matched to the in-flight FIFO and their
+"""kcore's NetworkPoll (the NetworkClient's data path) and BrokerConnection (one connection's)
+on both implementations, without a broker: response frames matched to the in-flight FIFO and their
 headers skipped, requests framed and written, acks=0 requests completed once written, and
 SenderLoop.run_once leaving the producer id's decisions to the Sender. The NetworkClient runs
 them against real brokers in tests/network and every integration test."""
@@ -52,7 +52,7 @@ def _poll(k):
 
 
 def _link(k, sock=None):
-    conn = k.Link(1, "127.0.0.1", 9, k.Channel(1 << 20, "node 1"))
+    conn = k.BrokerConnection(1, "127.0.0.1", 9, k.Channel(1 << 20, "node 1"))
     conn.state, conn.sock, conn.sel_mask = k.READY, sock, 1
     return conn
 
@@ -62,7 +62,7 @@ def _request(k, cid, header_version=1, internal=None, expects=True):
 
 
 def test_both_twins_have_the_same_methods(both):
-    for name in ("NetworkPoll", "Link"):
+    for name in ("NetworkPoll", "BrokerConnection"):
         pure, other = (getattr(b, name) for b in both)
         names = {n for n in vars(pure) if not n.startswith("__")}
         assert names <= set(dir(other)), name
@@ -165,9 +165,9 @@ def test_active_implementation_is_the_network_clients():
                            connections_max_idle_ms=1000, reconnect_backoff_ms=50,
                            reconnect_backoff_max_ms=1000, receive_message_max_bytes=1 << 20)
     try:
-        assert type(client.io) is kcore.NetworkPoll
+        assert type(client.network_poll) is kcore.NetworkPoll
     finally:
-        client.close()
+        client.network_poll.shutdown()
     assert kcore.NetworkPoll.__module__ == (
         "kcore.network_poll" if kcore.EXTENSIONS else "kcore._network_poll")
 

@@ -80,11 +80,11 @@ def test_a_connection_is_kcores_with_pyprods_setup_policy():
     try:
         nc.ready(-1, kcore.now_ms())  # makes the bootstrap connection (nothing listens on :9)
         connections = list(nc.network_poll.connections.values())
-        assert connections and all(type(c) is kcore.Link for c in connections)
+        assert connections and all(type(c) is kcore.BrokerConnection for c in connections)
         for connection in connections:
             assert type(connection.setup) is ConnectionSetup
             assert not [name for name, value in vars(connection.setup).items()
-                        if isinstance(value, kcore.Link)]
+                        if isinstance(value, kcore.BrokerConnection)]
     finally:
         nc.network_poll.shutdown()
         md.close()

@@ -53,12 +53,12 @@ def producer(silent_broker):
 
 
 def _socket_fds(p):
-    return [c.sock.fileno() for c in p._client._conns.values() if c.sock is not None]
+    return [c.sock.fileno() for c in p._client.network_poll.connections.values() if c.sock is not None]
 
 
 def test_the_child_closes_its_copies_of_the_parents_sockets_at_once(producer):
-    fds = _socket_fds(producer) + [producer._client.io.waker.reader.fileno(),
-                                   producer._client.io.waker.writer.fileno()]
+    fds = _socket_fds(producer) + [producer._client.network_poll.waker.reader.fileno(),
+                                   producer._client.network_poll.waker.writer.fileno()]
     assert len(fds) >= 3
 
     def child():

@@ -7,8 +7,6 @@ from kcore._broker_connection import (  # noqa: F401
     READY, SETTING_UP, BrokerConnection, InFlightRequest, drop_tracebacks, ssl_failure)
 from kcore._network_poll import ClientResponse, NetworkPoll, now_ms  # noqa: F401
 
-Link = BrokerConnection  # TODO(h14): export BrokerConnection once kcore/__init__ imports it
-
 __all__ = ["DISCONNECTED", "CONNECTING", "HANDSHAKING", "CHECKING_API_VERSIONS",
            "AUTHENTICATING", "READY", "SETTING_UP", "MAX_DELAY_MS", "InFlightRequest",
-           "ClientResponse", "Link", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]
+           "ClientResponse", "BrokerConnection", "NetworkPoll", "ssl_failure", "drop_tracebacks", "now_ms"]
