@@ -129,11 +129,12 @@ def first_connection_error(bootstrap_servers, node=-1):
         md.close()
 
 
-def bootstrap_fails(hostile, **config):
-    """The constructor raises NoBrokersAvailable within its bootstrap bound, and reconnects
-    with backoff meanwhile (20 ms doubling up to 200 ms: about 10 attempts, not thousands)."""
+def bootstrap_fails(hostile, expected=errors.NoBrokersAvailable, **config):
+    """The constructor raises expected within its bootstrap bound (NoBrokersAvailable; a broker
+    that says it is too old: UnsupportedVersionError, at once), and reconnects with backoff
+    meanwhile (20 ms doubling up to 200 ms: about 10 attempts, not thousands)."""
     accepted = hostile.accepted
-    error = raises_within(errors.NoBrokersAvailable, lambda: KafkaProducer(
+    error = raises_within(expected, lambda: KafkaProducer(
         bootstrap_servers=hostile.bootstrap_servers, request_timeout_ms=5 * BOOTSTRAP_MS,
         bootstrap_timeout_ms=BOOTSTRAP_MS, api_version_auto_timeout_ms=BOOTSTRAP_MS,
         reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, **config),
@@ -394,7 +395,8 @@ def test_api_versions_error_code(hostile_broker, code):
     broker = hostile_broker()
     broker.on(api_versions.API_KEY, hb.answer_error(code))
     assert isinstance(first_connection_error(broker.bootstrap_servers), errors.KafkaError)
-    bootstrap_fails(broker)
+    bootstrap_fails(broker, errors.UnsupportedVersionError if code == 35 else
+                    errors.NoBrokersAvailable)
 
 
 @pytest.mark.parametrize("theirs", [(0, -1), (5, 2), (-3, -3)])
@@ -403,14 +405,14 @@ def test_api_versions_absurd_own_range(hostile_broker, theirs):
     broker = hostile_broker(ranges={api_versions.API_KEY: theirs})
     broker.on(api_versions.API_KEY, hb.answer_error(errors.UnsupportedVersionError.errno))
     assert isinstance(first_connection_error(broker.bootstrap_servers), errors.KafkaError)
-    bootstrap_fails(broker)
+    bootstrap_fails(broker, errors.UnsupportedVersionError)
 
 
 def test_api_versions_without_metadata(hostile_broker):
     broker = hostile_broker(ranges={api_versions.API_KEY: (0, 3), produce.API_KEY: (3, 9)})
     assert isinstance(first_connection_error(broker.bootstrap_servers),
                       errors.IncompatibleBrokerVersion)
-    bootstrap_fails(broker)
+    bootstrap_fails(broker, errors.IncompatibleBrokerVersion)
 
 
 def test_api_versions_unsolicited_on_accept(hostile_broker):
