@@ -96,10 +96,6 @@ class NetworkPoll:
 
     now_ms = staticmethod(now_ms)
 
-    @property
-    def conns(self):  # TODO(h18): remove with NetworkClient.io (tests/producer/test_metrics.py)
-        return self.connections
-
     def wakeup(self):
         """Interrupt a blocking poll() (any thread)."""
         self.waker.wakeup()

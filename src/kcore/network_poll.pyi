@@ -160,8 +160,6 @@ class NetworkPoll:
     request_timeout_ms: int
     idle_ms: int
     connections: dict[int, BrokerConnection]
-    @property
-    def conns(self) -> dict[int, BrokerConnection]: ...  # TODO(h18): remove (connections)
     correlation: int
     heads: dict[tuple[int, int], tuple[bytes, bytes, int]]
     completed: list[tuple[_Callback, ClientResponse]]

@@ -429,10 +429,6 @@ class NetworkClient:
                 if connection.state == DISCONNECTED:
                     del self._connections[node_id]
 
-    # TODO(h18): remove with NetworkPoll.conns once tests/producer/test_metrics.py's stub client
-    # has network_poll (producer_metrics.py then reads client.network_poll.connections)
-    io = property(lambda self: self.network_poll)
-
     # -- NetworkPoll's hooks (network_poll.pyi's NetworkHooks; set_up, reauthenticate and
     # connection_closed are above) --
 

@@ -210,7 +210,7 @@ class ProducerMetrics:
         self._stats = {}
         self._closed = False
         self._sender, self._loop, self._pool = sender, sender.produce_loop, pool
-        self._metadata, self._conns = metadata, client.io.conns
+        self._metadata, self._connections = metadata, client.network_poll.connections
         self._started = self._sampled = now_ms()  # _sampled: the last look at the counters
         loop = self._loop  # its snapshots, taken in C on the Sender thread (sender_loop.pxd)
         loop.samples = collections.deque(maxlen=int(
@@ -266,9 +266,9 @@ class ProducerMetrics:
             ("waiting-threads", "Threads blocked in send() waiting for buffer memory.",
              lambda now: pool.waiters),
             ("requests-in-flight", "Requests awaiting a response.",
-             lambda now: sum(len(c.in_flight) for c in list(self._conns.values()))),
+             lambda now: sum(len(c.in_flight) for c in list(self._connections.values()))),
             ("connection-count", "Broker connections open or opening.",
-             lambda now: sum(c.sock is not None for c in list(self._conns.values()))),
+             lambda now: sum(c.sock is not None for c in list(self._connections.values()))),
             ("metadata-age", "Seconds since the last metadata update (or the start).",
              self._metadata_age),
             ("metadata-version", "Metadata updates so far (pyprod).",

@@ -74,7 +74,7 @@ def _fake_producer(reporters=(), **config):
     sender = types.SimpleNamespace(produce_loop=loop, metrics=collections.Counter())
     pool = types.SimpleNamespace(available_memory=100, total_memory=200, waiters=0)
     metadata = types.SimpleNamespace(_last_success_ms=-(1 << 62), version=3)
-    client = types.SimpleNamespace(io=types.SimpleNamespace(conns={}))
+    client = types.SimpleNamespace(network_poll=types.SimpleNamespace(connections={}))
     cfg = dict(metrics_enabled=True, metrics_num_samples=2, metrics_sample_window_ms=1000,
                client_id="c1", metric_reporters=list(reporters), **config)
     return ProducerMetrics(cfg, sender, pool, metadata, client), loop, sender
