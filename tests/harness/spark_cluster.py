@@ -93,7 +93,12 @@ class SubmittedApp:
         picked = [ln for ln in text.splitlines()
                   if " ERROR " in ln or ln.startswith(("Traceback", "  File ", "    "))
                   or (ln and not ln[:2].isdigit() and ln[0].isalpha() and ":" in ln[:80])]
-        return "\n".join(picked)[-6000:] + "\n--- log tail ---\n" + text[-3000:]
+        with open(self.out_path, errors="replace") as f:
+            # spark-submit's PythonRunner sends the Python driver's stderr to its own stdout
+            out = "\n".join(ln for ln in f.read().splitlines() if not ln.startswith("{"))
+        return ("--- driver stdout (Python's stderr) ---\n" + out[-6000:]
+                + "\n--- log: tracebacks and ERROR lines ---\n" + "\n".join(picked)[-4000:]
+                + "\n--- log tail ---\n" + text[-3000:])
 
     def wait(self, timeout=600):
         """The driver's last JSON line on stdout; fails with the driver's log tail."""
