@@ -239,7 +239,7 @@ def _follow(app, timeout):
     """The driver's result, its [bench] lines echoed meanwhile."""
     seen, deadline = 0, time.monotonic() + timeout
     while app.proc.poll() is None and time.monotonic() < deadline:
-        lines = [ln for ln in app.log().splitlines() if ln.startswith("[bench]")]
+        lines = [ln for ln in app.stdout().splitlines() if ln.startswith("[bench]")]
         for ln in lines[seen:]:
             print(ln, file=sys.stderr, flush=True)
         seen = len(lines)

@@ -87,15 +87,19 @@ class SubmittedApp:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    def stdout(self):
+        """The driver's stdout: its JSON lines, and Python's stderr (spark-submit's PythonRunner
+        sends it there)."""
+        with open(self.out_path, errors="replace") as f:
+            return f.read()
+
     def _failure(self):
         """The log's Python tracebacks and ERROR lines (Spark's INFO lines bury them), then its tail."""
         text = self.log()
         picked = [ln for ln in text.splitlines()
                   if " ERROR " in ln or ln.startswith(("Traceback", "  File ", "    "))
                   or (ln and not ln[:2].isdigit() and ln[0].isalpha() and ":" in ln[:80])]
-        with open(self.out_path, errors="replace") as f:
-            # spark-submit's PythonRunner sends the Python driver's stderr to its own stdout
-            out = "\n".join(ln for ln in f.read().splitlines() if not ln.startswith("{"))
+        out = "\n".join(ln for ln in self.stdout().splitlines() if not ln.startswith("{"))
         return ("--- driver stdout (Python's stderr) ---\n" + out[-6000:]
                 + "\n--- log: tracebacks and ERROR lines ---\n" + "\n".join(picked)[-4000:]
                 + "\n--- log tail ---\n" + text[-3000:])
