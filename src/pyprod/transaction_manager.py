@@ -151,6 +151,7 @@ class TransactionManager:
         self._lock = threading.RLock()
         self.state = UNINITIALIZED
         self.last_error = None
+        self._forgotten = False  # aborting a transaction whose id the coordinator forgot
         self._pending = []           # handlers waiting to be sent
         self._in_flight = None       # the handler whose request is out
         self._coordinators = {}      # (kind, key) -> node id
@@ -233,6 +234,10 @@ class TransactionManager:
                 return self._end_result
             if commit and self.state == ABORTABLE_ERROR:
                 raise self.last_error
+            # Java: a coordinator that no longer knows the id (it expired) takes no EndTxn;
+            # the abort goes straight to InitProducerId
+            self._forgotten = not commit and self.state == ABORTABLE_ERROR and \
+                isinstance(self.last_error, errors.InvalidProducerIdMappingError)
             self._transition(target)
             self._end_result = TransactionalRequestResult(
                 "EndTxn(%s)" % ("COMMIT" if commit else "ABORT"))
@@ -347,7 +352,7 @@ class TransactionManager:
     def transaction_ended(self, handler, producer_id, producer_epoch):
         txn_partitions = self.txn_partitions
         txn_partitions.clear_transaction()
-        self._started = self._applied = False
+        self._started = self._applied = self._forgotten = False
         self._end_flush()
         if producer_id >= 0 and producer_epoch >= 0:  # v5: the next transaction's epoch
             txn_partitions.set_producer_id(producer_id, producer_epoch)
@@ -474,7 +479,7 @@ class TransactionManager:
                 self._pending.remove(handler)
                 handler.fail(self.last_error)
                 return None
-            if not self._started:  # nothing joined the transaction: nothing to end
+            if not self._started or self._forgotten:  # nothing to end, or no one to tell
                 self._pending.remove(handler)
                 self.transaction_ended(handler, -1, -1)
                 return None
