@@ -163,20 +163,6 @@ def test_offsets_commit_with_the_transaction(kafka_txn, topic):
         [b"out%d" % i for i in range(6)]
 
 
-def test_transaction_timeout_is_a_typed_error(kafka_txn, topic):
-    name = topic(1, cluster=kafka_txn)
-    with _producer(kafka_txn, transaction_timeout_ms=1000) as p:
-        p.init_transactions()
-        p.begin_transaction()
-        p.send(name, b"late").get(30)
-        time.sleep(3)  # the coordinator aborts it (cleanup every 500 ms here)
-        with pytest.raises((errors.ProducerFencedError, errors.InvalidProducerEpochError,
-                            errors.InvalidTxnStateError, errors.TransactionAbortableError)):
-            p.send(name, b"later").get(30)
-            p.commit_transaction()
-    assert _values(kafka_txn, name, expected_count=0, timeout=5) == []
-
-
 def test_prepared_transaction_finished_by_another_producer(kafka_txn, topic):
     name = topic(1, cluster=kafka_txn)
     prepared = []
