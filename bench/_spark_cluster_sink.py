@@ -209,8 +209,9 @@ def cluster_markdown(meta, rows):
                   f"{meta['cpu_ratio']:.2f}x."]
     if meta.get("eos_cpu_ratio") is not None:
         lines += ["", f"Executors' CPU per record, exactlyOnce / at-least-once: "
-                  f"{meta['eos_cpu_ratio']:.2f}x; exactlyOnce / format(\"kafka\") records/s: "
-                  f"{meta['eos_jvm_ratio']:.2f}x."]
+                  f"{meta['eos_cpu_ratio']:.2f}x"
+                  + (f"; exactlyOnce / format(\"kafka\") records/s: {meta['eos_jvm_ratio']:.2f}x."
+                     if meta.get("eos_jvm_ratio") is not None else ".")]
     if meta.get("notes"):
         lines += [""] + [f"- {n}" for n in meta["notes"]]
     return "\n".join(lines) + "\n"
