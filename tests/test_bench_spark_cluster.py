@@ -86,6 +86,8 @@ def test_connector_versions_from_jar_names(monkeypatch):
 def test_check_landed():
     sink.check_landed({"client": sink.PYPROD, "landed": 100}, 100, parts=2)
     sink.check_landed({"client": sink.EOS, "landed": 112, "committed": 100}, 100, parts=2)
+    # a retried task attempt's aborted records stay in the log, unread by read_committed
+    sink.check_landed({"client": sink.EOS, "landed": 260, "committed": 100}, 100, parts=2)
     sink.check_landed({"client": sink.NOOP, "landed": None}, 100, parts=2)  # writes nothing
     for bad in ({"client": sink.PYPROD, "landed": 101}, {"client": sink.JVM, "landed": 99},
                 {"client": sink.EOS, "landed": 113},  # more than one marker per partition+task
