@@ -341,12 +341,13 @@ class RunResult:
 def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KEYS,
                      config: dict | None = None, log_path: str | None = None,
                      flush_s: float = 150.0, read_timeout: float = 180.0,
-                     **injector_kwargs) -> RunResult:
+                     bootstrap: str | None = None, **injector_kwargs) -> RunResult:
     """Write ``n`` keyed records with ``client`` to ``topic`` (which must exist) while a
     :class:`FaultInjector` (``injector_kwargs``) rotates faults over ``cluster``; read the topic
     back with kafka-python, audit it, and check the sequence numbers the leaders stored.
     ``log_path``: pyprod's DEBUG log, the injector's and the client's own go to that file (only)
-    for the run. ``config`` overrides the client's :data:`PRODUCER_CONFIG`."""
+    for the run. ``config`` overrides the client's :data:`PRODUCER_CONFIG`; ``bootstrap``: the
+    producer's listener (default the PLAINTEXT one, which the read-back always uses)."""
     if client not in _RUNNERS:
         raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
     cfg = {**PRODUCER_CONFIG[client], **(config or {})}
@@ -356,8 +357,8 @@ def run_under_faults(client: str, cluster, topic: str, n: int, *, keys: int = KE
     injector = FaultInjector(cluster, topic, **injector_kwargs)
     producer = None
     try:
-        producer, go = _RUNNERS[client](cluster.bootstrap_servers, topic, n, injector,
-                                        keys, flush_s, cfg)
+        producer, go = _RUNNERS[client](bootstrap or cluster.bootstrap_servers, topic, n,
+                                        injector, keys, flush_s, cfg)
         injector.start()
         t0 = time.monotonic()
         outcomes = go()
