@@ -94,7 +94,8 @@ class SubmittedApp:
             return f.read()
 
     def _failure(self):
-        """The log's Python tracebacks and ERROR lines (Spark's INFO lines bury them), then its tail."""
+        """The driver's stdout (Python's stderr), the log's tracebacks and ERROR lines (Spark's
+        INFO lines bury them), then the log's tail."""
         text = self.log()
         picked = [ln for ln in text.splitlines()
                   if " ERROR " in ln or ln.startswith(("Traceback", "  File ", "    "))

@@ -16,6 +16,7 @@ from kafka.errors import TransactionalIdNotFoundError
 from pyprod import KafkaProducer, errors
 from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.readback import read_all_kafka_python
+from tests.harness.waits import wait_until
 
 WAIT = 60  # s: a bound on each wait for the broker to expire state, never a timing assertion
 
@@ -30,13 +31,6 @@ def expiring():
     cluster.start()
     yield cluster
     cluster.stop(kill=True)
-
-
-def _until(check, what):
-    deadline = time.monotonic() + WAIT
-    while not check():
-        assert time.monotonic() < deadline, "the broker did not %s within %d s" % (what, WAIT)
-        time.sleep(0.5)
 
 
 def _admin(cluster):
@@ -57,7 +51,8 @@ def test_idempotent_producer_resumes_after_its_id_expired(expiring, topic):
             p.flush(WAIT)
             assert all(f.succeeded() for f in first)
             assert _producers_on(admin, name, 2) > 0
-            _until(lambda: _producers_on(admin, name, 2) == 0, "expire the producer id")
+            wait_until(lambda: _producers_on(admin, name, 2) == 0, "expire the producer id",
+                       WAIT)
             second = [p.send(name, b"b%03d" % i, key=b"%d" % (i % 5)) for i in range(200)]
             p.flush(WAIT)
             assert [f.exception for f in second if not f.succeeded()] == []
@@ -92,7 +87,8 @@ def test_transactional_id_expired_then_abort_and_go_on(expiring, topic):
             p.begin_transaction()
             p.send(name, b"kept-0", key=b"k")
             p.commit_transaction()
-            _until(lambda: not _txn_known(admin, txn_id), "expire the transactional id")
+            wait_until(lambda: not _txn_known(admin, txn_id), "expire the transactional id",
+                       WAIT)
             p.begin_transaction()
             with pytest.raises(errors.InvalidProducerIdMappingError):
                 p.send(name, b"lost", key=b"k").get(WAIT)

@@ -11,6 +11,7 @@ from kafka.admin import KafkaAdminClient
 
 from pyprod import KafkaProducer, errors
 from tests.harness.readback import read_all_kafka_python
+from tests.harness.waits import wait_until
 from tests.harness.rolling_cluster import RollingKafkaCluster
 
 FROM, TO, RELEASE = "3.9.2", "4.4.0", "4.4"
@@ -102,14 +103,14 @@ def test_rolling_upgrade_3_9_to_4_4_under_load():
             for i in range(cluster.nodes):
                 before = [load.steps for load in loads]
                 cluster.upgrade_node(i, TO)
-                _until(lambda: all(load.steps > b + 5 or load.error
+                wait_until(lambda: all(load.steps > b + 5 or load.error
                                    for load, b in zip(loads, before)),
-                       "the producers go on after node %d rolled" % i)
+                       "the producers go on after node %d rolled" % i, WAIT)
             cluster.upgrade_features(RELEASE)
             before = [load.steps for load in loads]
-            _until(lambda: all(load.steps > b + 5 or load.error
+            wait_until(lambda: all(load.steps > b + 5 or load.error
                                for load, b in zip(loads, before)),
-                   "the producers go on after the feature upgrade")
+                   "the producers go on after the feature upgrade", WAIT)
             for load in loads:
                 load.finish()
             idem.flush(WAIT)
@@ -152,10 +153,3 @@ def test_rolling_upgrade_3_9_to_4_4_under_load():
         assert "ONGOING" not in str(state).upper() and "PREPARE" not in str(state).upper()
     finally:
         cluster.stop(kill=True)
-
-
-def _until(check, what):
-    deadline = time.monotonic() + WAIT
-    while not check():
-        assert time.monotonic() < deadline, "%s: not within %d s" % (what, WAIT)
-        time.sleep(0.2)
