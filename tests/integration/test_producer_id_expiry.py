@@ -4,7 +4,8 @@ resumes with nothing lost or doubled; a transactional one idle past
 ``transactional.id.expiration.ms`` gets InvalidProducerIdMappingError, aborts (no EndTxn: the
 coordinator forgot the id, as Java skips it) and goes on; a transaction past
 ``transaction.timeout.ms`` fails with InvalidProducerEpochError (KIP-588: abortable), and the
-next one commits (under transactions v1 from a new producer: the abort is fenced, as in Java). Read back by kafka-python (read_committed for the transactions)."""
+next one commits (under transactions v1 from a new producer: the abort is fenced, as in
+Java). Read back by kafka-python (read_committed for the transactions)."""
 import time
 import uuid
 
