@@ -5,8 +5,8 @@ NetworkPoll owns it: the Selector and its Waker, every BrokerConnection
 (kcore/_broker_connection.py: its state, socket, Channel, in-flight FIFO and TLS byte
 stream), the correlation ids and the completed responses. It polls, queues requests,
 dispatches responses and times requests out, so that a steady produce stream runs compiled.
-What needs a decision goes to its policy, the NetworkClient (pyprod), through its hooks, only
-when it is due (see NetworkPoll).
+What needs a decision goes to its policy (pyprod's ConnectionLifecycle), through its hooks,
+only when it is due, with the NetworkPoll as an argument: nothing points back at it.
 """
 import logging
 import time
@@ -69,15 +69,16 @@ class ClientResponse:
 
 class NetworkPoll:
     """The NetworkClient's data path. ``hooks`` is its policy (network_poll.pyi's NetworkHooks:
-    pyprod's NetworkClient), which decides, only when due: ``set_up(connection, now)`` (a
-    connection CONNECTING or HANDSHAKING became ready: its next setup steps; True if its I/O
-    goes on in this poll), ``reauthenticate(connection, now)``, ``connection_closed(connection,
+    pyprod's ConnectionLifecycle), which decides, only when due; it holds no NetworkPoll, so the
+    calls that act on the poll pass it first: ``set_up(poll, connection, now)`` (a connection
+    CONNECTING or HANDSHAKING became ready: its next setup steps; True if its I/O goes on in
+    this poll), ``reauthenticate(poll, connection, now)``, ``connection_closed(poll, connection,
     state, error, failed, now, request_update)`` (after connection.close(): returns the error
-    for its failed requests), ``handle_internal(connection, req, body, now)``,
+    for its failed requests), ``handle_internal(poll, connection, req, body, now)``,
     ``response_header_end(frame)``, ``request_head(api_key, version)`` and
-    ``api_version(node_id, api_key)``. ``metadata`` has ``update_due_ms`` (when an update is
+    ``api_version(connection, api_key)``. ``metadata`` has ``update_due_ms`` (when an update is
     due) and ``updater`` has ``fetch`` (None unless a metadata request is in flight) and
-    ``maybe_update(now)``. ``connections``: node id -> BrokerConnection."""
+    ``maybe_update(poll, now)``. ``connections``: node id -> BrokerConnection."""
 
     def __init__(self, hooks, metadata, updater, selector, waker, *, max_in_flight,
                  request_timeout_ms, idle_ms):
@@ -154,7 +155,7 @@ class NetworkPoll:
         known = connection.produce_version  # (the api versions it was picked from, the version)
         if known is None or known[0] is not connection.api_versions:
             known = connection.produce_version = (connection.api_versions,
-                                            self.hooks.api_version(node_id, 0))
+                                            self.hooks.api_version(connection, 0))
         return known[1]
 
     # -- sending --
@@ -223,7 +224,8 @@ class NetworkPoll:
                 pass
         state = connection.state
         failed = connection.close(error, now)
-        error = self.hooks.connection_closed(connection, state, error, failed, now, request_update)
+        error = self.hooks.connection_closed(self, connection, state, error, failed, now,
+                                             request_update)
         for req in failed:
             if req.internal is None:
                 self.complete(connection, req, None, error, now)
@@ -259,14 +261,14 @@ class NetworkPoll:
         for connection in self.connections.values():
             if connection.reauth_at_ms is not None and connection.state == READY and \
                     now >= connection.reauth_at_ms:
-                self.hooks.reauthenticate(connection, now)
+                self.hooks.reauthenticate(self, connection, now)
         updater = self.updater
         if updater.fetch is not None:
             metadata_timeout = MAX_DELAY_MS  # the response (or its timeout) will wake poll
         else:
             metadata_timeout = max(self.metadata.update_due_ms - now, 0)
             if metadata_timeout <= 0:
-                metadata_timeout = updater.maybe_update(now)
+                metadata_timeout = updater.maybe_update(self, now)
         wait = self.request_timeout_ms if timeout_ms is None else timeout_ms
         wait = min(wait, metadata_timeout, self.next_deadline() - now)
         if self.completed:
@@ -288,7 +290,7 @@ class NetworkPoll:
     def handle_io(self, connection, mask, now):
         state = connection.state
         if state == CONNECTING or state == HANDSHAKING:
-            if not self.hooks.set_up(connection, now):
+            if not self.hooks.set_up(self, connection, now):
                 return
         if connection.channel.direct:  # select_io wrote and read the socket, without the GIL
             done, frames, error = connection.collect(now)
@@ -330,7 +332,7 @@ class NetworkPoll:
         if req.internal is None:
             self.complete(connection, req, body, None, now)
         else:
-            self.hooks.handle_internal(connection, req, body, now)
+            self.hooks.handle_internal(self, connection, req, body, now)
 
     def next_deadline(self):
         t = MAX_DELAY_MS

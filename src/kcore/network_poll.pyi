@@ -4,8 +4,9 @@ BrokerConnection. All times are monotonic milliseconds.
 
 NetworkHooks, NetworkMetadata and NetworkUpdater are Protocols for type checkers only (neither
 module defines them, nor lists them in ``__all__``): what NetworkPoll calls on the objects it is
-given (the NetworkClient: its policy; its Metadata and its MetadataUpdater), each called
-positionally. tests/network/test_hook_protocols.py checks pyprod's objects against them."""
+given (its policy, pyprod's ConnectionLifecycle; its Metadata and its MetadataUpdater), each
+called positionally; none of them holds the NetworkPoll (it passes itself where needed).
+tests/network/test_hook_protocols.py checks pyprod's objects against them."""
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -40,19 +41,21 @@ def ssl_failure(e: BaseException, node_id: int, host: str, port: int,
                 when: str) -> KafkaConnectionError: ...
 
 class NetworkHooks(Protocol):
-    """What NetworkPoll asks its ``hooks`` (the NetworkClient) to decide, only when it is due."""
-    def set_up(self, connection: BrokerConnection, now: int, /) -> bool: ...
-    def reauthenticate(self, connection: BrokerConnection, now: int, /) -> None: ...
-    def connection_closed(self, connection: BrokerConnection, state: str,
+    """What NetworkPoll asks its ``hooks`` (pyprod's ConnectionLifecycle) to decide, only when it
+    is due. The hooks hold no NetworkPoll: the calls that act on it get it first."""
+    def set_up(self, poll: NetworkPoll, connection: BrokerConnection, now: int, /) -> bool: ...
+    def reauthenticate(self, poll: NetworkPoll, connection: BrokerConnection, now: int, /
+                       ) -> None: ...
+    def connection_closed(self, poll: NetworkPoll, connection: BrokerConnection, state: str,
                           error: BaseException | None,
                           failed: list[InFlightRequest], now: int, request_update: bool, /
                           ) -> BaseException | None: ...
-    def handle_internal(self, connection: BrokerConnection, req: InFlightRequest,
-                        body: memoryview, now: int, /
+    def handle_internal(self, poll: NetworkPoll, connection: BrokerConnection,
+                        req: InFlightRequest, body: memoryview, now: int, /
                         ) -> None: ...
     def response_header_end(self, frame: bytes | bytearray, /) -> int: ...
     def request_head(self, api_key: int, version: int, /) -> tuple[bytes, bytes, int]: ...
-    def api_version(self, node_id: int, api_key: int, /) -> int: ...
+    def api_version(self, connection: BrokerConnection | None, api_key: int, /) -> int: ...
 
 class NetworkMetadata(Protocol):
     """What NetworkPoll reads on its ``metadata``."""
@@ -60,10 +63,11 @@ class NetworkMetadata(Protocol):
     def update_due_ms(self) -> int: ...
 
 class NetworkUpdater(Protocol):
-    """What NetworkPoll reads and calls on its ``updater``."""
+    """What NetworkPoll reads and calls on its ``updater`` (it holds no NetworkPoll either)."""
     @property
     def fetch(self) -> object: ...  # None unless a metadata request is in flight
-    def maybe_update(self, now: int, /) -> float: ...  # ms until the next metadata action
+    def maybe_update(self, poll: NetworkPoll, now: int, /
+                     ) -> float: ...  # ms until the next metadata action
 
 class InFlightRequest:
     correlation_id: int

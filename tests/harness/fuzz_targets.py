@@ -177,15 +177,15 @@ class _Harness:
     def frame(self, case, data):
         from kcore import InFlightRequest
         from pyprod.connection import READY, BrokerConnection
-        from pyprod.network_client import (_INTERNAL_API_VERSIONS, _INTERNAL_METADATA,
-                                           CHECKING_API_VERSIONS)
+        from pyprod.connection_lifecycle import INTERNAL_API_VERSIONS, INTERNAL_METADATA
+        from pyprod.network_client import CHECKING_API_VERSIONS
         module, version = case
         client = self.client
         conn = BrokerConnection(1, "127.0.0.1", 9092)
-        internal = {api_versions: _INTERNAL_API_VERSIONS, metadata: _INTERNAL_METADATA}.get(module)
+        internal = {api_versions: INTERNAL_API_VERSIONS, metadata: INTERNAL_METADATA}.get(module)
         conn.state = CHECKING_API_VERSIONS if module is api_versions else READY
         if module is metadata:  # a metadata request in flight
-            client._updater.fetch = (1, 0)
+            client.network_poll.updater.fetch = (1, 0)
         del self.closed[:], self.responses[:], client.network_poll.completed[:]
         conn.in_flight.append(InFlightRequest(
             CORRELATION_ID, module.API_KEY, version,

@@ -11,6 +11,7 @@ import pytest
 import kcore
 from pyprod import errors
 from pyprod.metadata import Metadata as ClientMetadata
+from pyprod.connection_lifecycle import ConnectionLifecycle
 from pyprod.network_client import NetworkClient
 from test_sender_loop import Rig
 
@@ -18,22 +19,22 @@ V1_HEADER = (b"\x00\x00", b"\x00\x06client\x00", 1)  # (before cid, after cid, r
 
 
 class Hooks:
-    """The NetworkClient's side of NetworkPoll: records what it is asked to decide."""
+    """The policy's side of NetworkPoll: records what it is asked to decide."""
 
     def __init__(self):
         self.closed, self.internal = [], []
 
     def response_header_end(self, frame):
-        return NetworkClient.response_header_end(self, frame)
+        return ConnectionLifecycle.response_header_end(self, frame)
 
     def request_head(self, api_key, version):
         return V1_HEADER
 
-    def connection_closed(self, conn, state, error, failed, now, request_update):
+    def connection_closed(self, poll, conn, state, error, failed, now, request_update):
         self.closed.append(error)
         return error
 
-    def handle_internal(self, conn, req, body, now):
+    def handle_internal(self, poll, conn, req, body, now):
         self.internal.append((req.internal, bytes(body)))
 
 

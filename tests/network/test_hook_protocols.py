@@ -39,14 +39,14 @@ def _runtime_protocol(name, members):
 
 @pytest.fixture(scope="module")
 def implementers():
-    """NetworkPoll's hooks, metadata and updater as the producer builds them (no broker:
-    nothing connects until a node is asked for)."""
+    """NetworkPoll's hooks, metadata and updater as the producer builds them, with the poll and
+    its client (no broker: nothing connects until a node is asked for)."""
     cfg = pconfig.build(bootstrap_servers="127.0.0.1:9")
     md = metadata_for(cfg)
     nc = network_client_for(cfg, md)
     poll = nc.network_poll
     yield {"NetworkHooks": poll.hooks, "NetworkMetadata": poll.metadata,
-           "NetworkUpdater": poll.updater}
+           "NetworkUpdater": poll.updater, "poll": poll, "client": nc}
     nc.network_poll.shutdown()
     md.close()
 
@@ -88,3 +88,43 @@ def test_a_connection_is_kcores_with_pyprods_setup_policy():
     finally:
         nc.network_poll.shutdown()
         md.close()
+
+
+def _reaches(start, target, stop):
+    """True if a gc.get_referents walk from start reaches target; it does not walk into the
+    objects in ``stop`` (the ones shared by design: the Metadata), modules, classes or a
+    function's globals (no reference held by the object)."""
+    import gc
+    import types
+    seen, todo = {id(s) for s in stop}, [start]
+    while todo:
+        obj = todo.pop()
+        if obj is target:
+            return True
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, types.FunctionType):  # what it holds, not its module's globals
+            todo.extend([*(obj.__closure__ or ()), *(obj.__defaults__ or ())])
+        else:
+            todo.extend(gc.get_referents(obj))
+    return False
+
+
+def test_references_go_one_way(implementers):
+    """Issue 42: NetworkClient -> NetworkPoll -> (policy, updater) and updater -> policy; the
+    policy and the updater reach neither the NetworkPoll nor the NetworkClient, and the policy
+    holds no updater (NetworkPoll passes itself, and the policy finds ``poll.updater``)."""
+    import kcore
+    from pyprod.network_client import NetworkClient
+    hooks, updater = implementers["NetworkHooks"], implementers["NetworkUpdater"]
+    poll = implementers["poll"]
+    assert type(poll) is kcore.NetworkPoll
+    assert poll.hooks is hooks and poll.updater is updater and updater.lifecycle is hooks
+    stop = [implementers["NetworkMetadata"]]
+    for start in (hooks, updater):
+        assert not _reaches(start, poll, stop), type(start).__name__
+        assert not _reaches(start, implementers["client"], stop), type(start).__name__
+    assert not _reaches(hooks, updater, stop)
+    assert isinstance(implementers["client"], NetworkClient)
+    assert implementers["client"].lifecycle is hooks
