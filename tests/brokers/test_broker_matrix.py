@@ -12,7 +12,7 @@ import pytest
 
 import pyprod
 from pyprod import errors
-from tests.harness.broker_matrix import supports
+from tests.harness.broker_matrix import selected_versions, start_broker, supports
 from tests.harness.readback import (Sent, assert_no_open_transaction, compare,
                                     read_all_confluent, read_all_kafka_python)
 
@@ -135,20 +135,27 @@ def test_headers(broker):
     _read_back(broker, topic, sent)
 
 
-def test_transactions_commit_and_abort(broker):
+def _transactions(broker, v2: bool) -> None:
+    """commit, abort, commit (120 records each); the committed ones read back read_committed,
+    all 360 read_uncommitted. ``v2``: the protocol the producer must pick."""
     topic = _topic(broker)
     committed = []
     with _producer(broker, transactional_id=f"matrix-{uuid.uuid4().hex}") as p:
         p.init_transactions()
+        tm = p.transaction_manager
+        assert (tm.client.transaction_version() >= 2) is v2
+        epoch0 = tm.producer_id_and_epoch()[1]
         for n, outcome in enumerate(("commit", "abort", "commit")):
             p.begin_transaction()
-            records = _records(120, f"txn{n}")
-            sent = _send(p, topic, records)
+            sent = _send(p, topic, _records(120, f"txn{n}"))
+            assert tm._v2 is v2  # the protocol this transaction runs
             if outcome == "commit":
                 p.commit_transaction()
                 committed += sent
             else:
                 p.abort_transaction()
+        # v2: EndTxn gives the next epoch each time; v1 keeps the one InitProducerId gave
+        assert tm.producer_id_and_epoch()[1] - epoch0 == (3 if v2 else 0)
     # offsets as sent: the commit and abort markers take offsets in between
     _read_back(broker, topic, committed, committed=True)
     everything = read_all_confluent(broker.bootstrap_servers, topic, expected_count=360,
@@ -157,13 +164,43 @@ def test_transactions_commit_and_abort(broker):
     assert_no_open_transaction(broker.bootstrap_servers, topic)
 
 
-def test_scram_sha_256(broker):
+def test_transactions_commit_and_abort(broker):
+    """The same program on every broker: transactions v2 (KIP-890: no AddPartitionsToTxn, the
+    epoch bumped at each end) where the broker finalized transaction.version 2 (4.x formats
+    so), v1 elsewhere (3.x has no such feature: it negotiates down)."""
+    _transactions(broker, v2=supports(broker.version, "transactions_v2"))
+
+
+@pytest.mark.parametrize("version", [v for v in selected_versions() if supports(v, "kraft4")])
+def test_transactions_v1_on_4x_without_tv2(version):
+    """A 4.x broker formatted with transaction.version=1: the same program runs v1."""
+    cluster = start_broker(version, features={"transaction.version": 1})
+    try:
+        _transactions(cluster, v2=False)
+    finally:
+        cluster.stop(timeout=15)
+
+
+def _secured_round_trip(broker, security: dict, tag: str, **config) -> None:
+    """pyprod writes over ``security``'s listener, both readers read back over it."""
     topic = _topic(broker)
-    security = broker.scram_config()
-    if not supports(broker.version, "sasl"):  # 0.11: raw tokens after SaslHandshake v0
+    if "SASL" in security["security_protocol"] and not supports(broker.version, "sasl"):
+        # 0.11: raw tokens after SaslHandshake v0
         with pytest.raises(errors.UnsupportedVersionError, match=r"Kafka 1\.0 or newer"):
             _producer(broker, **security).close()
         return
-    with _producer(broker, **security) as p:
-        sent = _send(p, topic, _records(100, "scram", headers=True))
+    with _producer(broker, **security, **config) as p:
+        sent = _send(p, topic, _records(100, tag, headers=True))
     _read_back(broker, topic, sent, security=security)
+
+
+def test_scram_sha_256(broker):
+    _secured_round_trip(broker, broker.scram_config(), "scram")
+
+
+def test_ssl(broker):
+    _secured_round_trip(broker, broker.ssl_config(), "ssl")
+
+
+def test_sasl_ssl_scram_sha_256(broker):
+    _secured_round_trip(broker, broker.sasl_ssl_config(), "sasl-ssl", compression_type="lz4")

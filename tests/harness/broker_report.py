@@ -14,7 +14,12 @@ import xml.etree.ElementTree as ET
 from .broker_matrix import VERSIONS, supports
 
 # check -> the feature it refuses on brokers without it (where passing means a typed refusal)
-REFUSALS = {"test_codec[zstd]": "zstd", "test_scram_sha_256": "sasl"}  # check -> feature
+REFUSALS = {"test_codec[zstd]": "zstd", "test_scram_sha_256": "sasl",
+            "test_sasl_ssl_scram_sha_256": "sasl"}
+# check -> (feature, label where the broker has it, label where not): what a pass ran
+VARIANTS = {"test_transactions_commit_and_abort": ("transactions_v2", "v2", "v1")}
+# check -> the feature without which it does not run (its cell: "n/a")
+ONLY_WITH = {"test_transactions_v1_on_4x_without_tv2": "kraft4"}
 
 
 def _cells(xml_path: str, version: str) -> dict:
@@ -63,7 +68,10 @@ def render(folder: str) -> str:
         "Written by `scripts/brokers.sh`: `pytest tests/brokers` on one broker of each version "
         "(docs/brokers.md). \"passed\": pyprod wrote and confluent-kafka and kafka-python read "
         "the records back; \"passed (refused)\": the broker lacks the feature and pyprod refused "
-        "it with a typed error naming the version it needs; \"FAILED\": see the notes below.", "",
+        "it with a typed error naming the version it needs; \"passed (v1)\"/\"(v2)\": the "
+        "transaction protocol pyprod negotiated (KIP-890 v2 where the broker finalized "
+        "transaction.version 2); \"n/a\": the check needs a newer broker; \"FAILED\": see the "
+        "notes below.", "",
         "| Check | " + " | ".join(versions) + " |",
         "|---|" + "---|" * len(versions),
     ]
@@ -74,6 +82,11 @@ def render(folder: str) -> str:
             state, why = runs[ver][0].get(check, ("not run", ""))
             if state == "passed" and check in REFUSALS and not supports(ver, REFUSALS[check]):
                 state = "passed (refused)"
+            elif state == "passed" and check in VARIANTS:
+                feature, yes, no = VARIANTS[check]
+                state = f"passed ({yes if supports(ver, feature) else no})"
+            elif state == "not run" and check in ONLY_WITH and not supports(ver, ONLY_WITH[check]):
+                state = "n/a"
             elif state == "failed":
                 state = "FAILED"
                 failures.append(f"- {ver} `{check}`: {why}")
