@@ -4,8 +4,9 @@ the reconnect backoff), which each kcore BrokerConnection holds as its ``setup``
 kcore's BrokerConnection is the connection (Java's KafkaChannel, its InFlightRequests and its
 ClusterConnectionStates entry): it owns its state, socket, Channel, in-flight FIFO, attempts,
 and changes them itself; one per node, across reconnects. ConnectionSetup decides how it is set
-up and holds no connection: the NetworkClient calls ``connection.setup.connect(connection,
-...)`` / ``finish_connect`` / ``handshake`` (no select() here: NetworkPoll polls the sockets).
+up and holds no connection: the ConnectionLifecycle (connection_lifecycle.py) calls
+``connection.setup.connect(connection, ...)`` / ``finish_connect`` / ``handshake`` (no select()
+here: NetworkPoll polls the sockets).
 With TLS the socket is wrapped once TCP connects (Java's SslTransportLayer): the handshake runs
 non-blocking in HANDSHAKING, then the connection's reads and writes go through the ssl object,
 which releases the GIL while it encrypts; each batch buffer is handed to it uncopied.
