@@ -3,12 +3,16 @@ what NetworkPoll calls on the objects it is given) against pyprod's objects that
 each member present, each method with the stub's parameters. The stub's classes against both
 twins are tests/kernels/test_contracts.py; this is the other side of the same stub."""
 import ast
+import gc
 import inspect
+import types
 import typing
 
 import pytest
 
+import kcore
 from pyprod import config as pconfig
+from pyprod.network_client import NetworkClient
 from pyprod.producer import metadata_for, network_client_for
 from tests.kernels.test_contracts import (_from_signature, _is_protocol, _stub_params,
                                           _stub_tree, compare)
@@ -72,7 +76,6 @@ def test_pyprod_implements_the_protocol(name, implementers):
 def test_a_connection_is_kcores_with_pyprods_setup_policy():
     """One owner per connection: the NetworkClient's connections are kcore's class itself (no
     pyprod subclass), each holding a ConnectionSetup that holds no connection back."""
-    import kcore
     from pyprod.connection import ConnectionSetup
     cfg = pconfig.build(bootstrap_servers="127.0.0.1:9")
     md = metadata_for(cfg)
@@ -94,8 +97,6 @@ def _reaches(start, target, stop):
     """True if a gc.get_referents walk from start reaches target; it does not walk into the
     objects in ``stop`` (the ones shared by design: the Metadata), modules, classes or a
     function's globals (no reference held by the object)."""
-    import gc
-    import types
     seen, todo = {id(s) for s in stop}, [start]
     while todo:
         obj = todo.pop()
@@ -115,8 +116,6 @@ def test_references_go_one_way(implementers):
     """Issue 42: NetworkClient -> NetworkPoll -> (policy, updater) and updater -> policy; the
     policy and the updater reach neither the NetworkPoll nor the NetworkClient, and the policy
     holds no updater (NetworkPoll passes itself, and the policy finds ``poll.updater``)."""
-    import kcore
-    from pyprod.network_client import NetworkClient
     hooks, updater = implementers["NetworkHooks"], implementers["NetworkUpdater"]
     poll = implementers["poll"]
     assert type(poll) is kcore.NetworkPoll
