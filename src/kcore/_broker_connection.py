@@ -83,7 +83,8 @@ class BrokerConnection:
     state, socket and byte streams, its in-flight FIFO, and its attempts (when the last began,
     how many failed in a row, why it last closed). It alone changes its fields (the methods
     below). ``setup`` is the policy that sets it up (pyprod's ConnectionSetup: connect, proxy,
-    TLS, reconnect backoff); kcore never calls it, the NetworkClient does (NetworkPoll's hooks).
+    TLS, reconnect backoff); kcore never calls it, pyprod's ConnectionLifecycle (NetworkPoll's
+    hooks) does.
     ``channel`` is its framing buffer (kcore.channel.Channel: the requests to write, the
     response frames being read). Kafka answers in order: responses match the FIFO head."""
 

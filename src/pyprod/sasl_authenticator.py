@@ -1,8 +1,8 @@
 """SaslClientAuthenticator: the SASL exchange on one connection, as Java's (KIP-152, KIP-368).
 
 After ApiVersions: SaslHandshake v1 names the mechanism, then SaslAuthenticate requests carry
-the mechanism's tokens until it is complete. I/O free: NetworkClient sends what ``start()`` and
-``on_response()`` return and feeds back the response bodies. ``session_lifetime_ms`` (> 0 when
+the mechanism's tokens until it is complete. I/O free: ConnectionLifecycle sends what ``start()``
+and ``on_response()`` return and feeds back the response bodies. ``session_lifetime_ms`` (> 0 when
 the broker sets connections.max.reauth.ms) tells when to authenticate again on the same
 connection (``reauth_at``, 85-95% of the lifetime, as Java).
 """
