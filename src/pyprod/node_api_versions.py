@@ -11,14 +11,32 @@ import logging
 
 from pyprod import errors
 from pyprod.connection import decoded
-from pyprod.protocol import api_versions
+from pyprod.protocol import api_versions, init_producer_id, produce
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FIRST_VERSION", "negotiate"]
+__all__ = ["FIRST_VERSION", "OLDEST_SUPPORTED", "negotiate"]
 
 FIRST_VERSION = min(3, api_versions.MAX_VERSION)  # what we ask first
 _UNSUPPORTED = errors.UnsupportedVersionError.errno
+OLDEST_SUPPORTED = "0.11.0"  # Produce v3: record batches (magic v2), headers, idempotence
+# the newest Produce version -> the Kafka line that has it, for brokers pyprod cannot write to
+# (ApiVersions is 0.10.0+: an older broker closes the connection instead)
+_PRODUCE_LINES = {0: "0.10.x or older", 1: "0.10.x or older", 2: "0.10.x"}
+
+
+def _refuse_too_old(node_id, ranges):
+    """IncompatibleBrokerVersion naming the broker's line and the oldest supported for a broker
+    before 0.11: its Produce versions all predate record batches and it has no InitProducerId
+    (0.11's). A broker with one but not the other (a mock) fails later, per request."""
+    theirs = ranges.get(produce.API_KEY)
+    if theirs is not None and theirs[1] < produce.MIN_VERSION and \
+            init_producer_id.API_KEY not in ranges:
+        raise errors.IncompatibleBrokerVersion(
+            "node %s is too old for pyprod: Produce v%d max (Apache Kafka %s); pyprod needs "
+            "Produce v%d, Apache Kafka %s or newer"
+            % (node_id, theirs[1], _PRODUCE_LINES.get(theirs[1], "?"), produce.MIN_VERSION,
+               OLDEST_SUPPORTED))
 
 
 def _step_down(node_id, requested, theirs):
@@ -55,4 +73,5 @@ def negotiate(node_id, requested, body):
     if resp.error_code:
         raise errors.for_code(resp.error_code)(
             "ApiVersions request to node %s failed" % (node_id,))
+    _refuse_too_old(node_id, ranges)
     return None, ranges, (resp.finalized_features_epoch, api_versions.finalized_features(resp))

@@ -9,7 +9,8 @@ the user put into ZooKeeper), and the JVM it runs on (see docs/brokers.md).
 ``sasl_bootstrap``, ``scram_config()``, ``ssl_config()``, ``sasl_ssl_config()``,
 ``create_topic()`` and ``stop()``.
 ``selected_versions()`` reads ``PYPROD_BROKER_VERSIONS`` (comma list, or ``all``; default
-:data:`DEFAULT_VERSIONS`: the newest and the oldest supported).
+:data:`DEFAULT_VERSIONS`: the newest and the oldest supported, and 0.10.2.2, below what pyprod
+supports: ``refused``, only pyprod's refusal is tested there).
 """
 
 from __future__ import annotations
@@ -27,14 +28,15 @@ from .certificates import make_certificates
 from .kafka_cluster import KafkaCluster
 from .zk_kafka import ZkKafkaCluster
 
-__all__ = ["BrokerVersion", "VERSIONS", "DEFAULT_VERSIONS", "SCRAM_USERS", "FEATURE_SINCE",
-           "selected_versions", "supports", "start_broker", "KraftScramCluster"]
+__all__ = ["BrokerVersion", "VERSIONS", "SUPPORTED", "DEFAULT_VERSIONS", "SCRAM_USERS",
+           "FEATURE_SINCE", "selected_versions", "supports", "start_broker", "KraftScramCluster"]
 
 
 class BrokerVersion(NamedTuple):
     version: str
     zookeeper: bool  # False: KRaft combined mode
     java: str | None = None  # a java executable; None: JAVA_HOME's or the one on PATH
+    refused: bool = False  # below what pyprod supports: only its refusal is tested
 
 
 VERSIONS = [
@@ -47,9 +49,12 @@ VERSIONS = [
     BrokerVersion("2.1.1", True),
     BrokerVersion("1.1.1", True),
     BrokerVersion("0.11.0.3", True),
+    BrokerVersion("0.10.2.2", True, refused=True),  # Produce v2 max: no record batches
 ]
 BY_VERSION = {v.version: v for v in VERSIONS}
-DEFAULT_VERSIONS = (VERSIONS[0].version, VERSIONS[-1].version)
+SUPPORTED = [v.version for v in VERSIONS if not v.refused]
+# the newest and the oldest supported, and the refused one (a quick refusal check)
+DEFAULT_VERSIONS = (SUPPORTED[0], SUPPORTED[-1], *(v.version for v in VERSIONS if v.refused))
 SCRAM_USERS = {"alice": "alice-secret"}
 
 # feature -> the first broker version that has it
@@ -63,9 +68,14 @@ def supports(version: str, feature: str) -> bool:
     return version_tuple(version) >= FEATURE_SINCE[feature]
 
 
-def selected_versions() -> list[str]:
-    """The versions to test: ``PYPROD_BROKER_VERSIONS`` (comma list or ``all``) or the default
-    pair. An unknown version is an error, not a silent no-op."""
+def selected_versions(refused: bool | None = False) -> list[str]:
+    """The versions to test: ``PYPROD_BROKER_VERSIONS`` (comma list or ``all``) or
+    :data:`DEFAULT_VERSIONS`; ``refused``: only the supported (False), only the refused (True)
+    or both (None). An unknown version is an error, not a silent no-op."""
+    return [v for v in _selected() if refused is None or BY_VERSION[v].refused is refused]
+
+
+def _selected() -> list[str]:
     raw = os.environ.get("PYPROD_BROKER_VERSIONS", "").strip()
     if not raw:
         return list(DEFAULT_VERSIONS)

@@ -11,7 +11,7 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-from .broker_matrix import VERSIONS, supports
+from .broker_matrix import BY_VERSION, VERSIONS, supports
 
 # check -> the feature it refuses on brokers without it (where passing means a typed refusal)
 REFUSALS = {"test_codec[zstd]": "zstd", "test_scram_sha_256": "sasl",
@@ -20,6 +20,7 @@ REFUSALS = {"test_codec[zstd]": "zstd", "test_scram_sha_256": "sasl",
 VARIANTS = {"test_transactions_commit_and_abort": ("transactions_v2", "v2", "v1")}
 # check -> the feature without which it does not run (its cell: "n/a")
 ONLY_WITH = {"test_transactions_v1_on_4x_without_tv2": "kraft4"}
+REFUSED_ONLY = "test_too_old_broker"  # checks of the versions below what pyprod supports
 
 
 def _cells(xml_path: str, version: str) -> dict:
@@ -70,8 +71,9 @@ def render(folder: str) -> str:
         "the records back; \"passed (refused)\": the broker lacks the feature and pyprod refused "
         "it with a typed error naming the version it needs; \"passed (v1)\"/\"(v2)\": the "
         "transaction protocol pyprod negotiated (KIP-890 v2 where the broker finalized "
-        "transaction.version 2); \"n/a\": the check needs a newer broker; \"FAILED\": see the "
-        "notes below.", "",
+        "transaction.version 2); \"refused\": a broker below what pyprod supports (0.11.0), "
+        "where every producer fails at once with IncompatibleBrokerVersion; \"n/a\": the check "
+        "does not apply to that version; \"FAILED\": see the notes below.", "",
         "| Check | " + " | ".join(versions) + " |",
         "|---|" + "---|" * len(versions),
     ]
@@ -85,7 +87,10 @@ def render(folder: str) -> str:
             elif state == "passed" and check in VARIANTS:
                 feature, yes, no = VARIANTS[check]
                 state = f"passed ({yes if supports(ver, feature) else no})"
-            elif state == "not run" and check in ONLY_WITH and not supports(ver, ONLY_WITH[check]):
+            elif state == "not run" and BY_VERSION[ver].refused:
+                state = "refused"  # below what pyprod supports: the refusal checks only
+            elif state == "not run" and (check.startswith(REFUSED_ONLY) or (
+                    check in ONLY_WITH and not supports(ver, ONLY_WITH[check]))):
                 state = "n/a"
             elif state == "failed":
                 state = "FAILED"
