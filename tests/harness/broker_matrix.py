@@ -61,7 +61,9 @@ SCRAM_USERS = {"alice": "alice-secret"}
 FEATURE_SINCE = {"headers": (0, 11), "idempotence": (0, 11), "transactions": (0, 11),
                  "sasl": (1, 0), "zstd": (2, 1),  # sasl: SaslAuthenticate (pyprod's SASL)
                  # KRaft 4.x formats with transaction.version 2: transactions v2 (KIP-890)
-                 "kraft4": (4, 0), "transactions_v2": (4, 0)}
+                 "kraft4": (4, 0), "transactions_v2": (4, 0),
+                 # KIP-679: InitProducerId authorized by WRITE on any topic (no IDEMPOTENT_WRITE)
+                 "idempotent_write_by_topic": (2, 8)}
 
 
 def supports(version: str, feature: str) -> bool:

@@ -17,9 +17,14 @@ from .broker_matrix import BY_VERSION, VERSIONS, supports
 REFUSALS = {"test_codec[zstd]": "zstd", "test_scram_sha_256": "sasl",
             "test_sasl_ssl_scram_sha_256": "sasl"}
 # check -> (feature, label where the broker has it, label where not): what a pass ran
-VARIANTS = {"test_transactions_commit_and_abort": ("transactions_v2", "v2", "v1")}
-# check -> the feature without which it does not run (its cell: "n/a")
-ONLY_WITH = {"test_transactions_v1_on_4x_without_tv2": "kraft4"}
+VARIANTS = {"test_transactions_commit_and_abort": ("transactions_v2", "v2", "v1"),
+            "test_idempotent_default_without_idempotent_write": (
+                "idempotent_write_by_topic", "topic WRITE enough",
+                "IDEMPOTENT_WRITE needed: ClusterAuthorizationFailedError")}
+# check -> which versions it runs on (elsewhere its cell is "n/a")
+ONLY_WITH = {"test_transactions_v1_on_4x_without_tv2": lambda v: supports(v, "kraft4"),
+             "test_idempotent_default_without_idempotent_write":
+                 lambda v: BY_VERSION[v].zookeeper and supports(v, "sasl")}
 REFUSED_ONLY = "test_too_old_broker"  # checks of the versions below what pyprod supports
 
 
@@ -53,6 +58,52 @@ def _meta(path: str) -> str:
         return ""
 
 
+# compatibility table row -> the checks (name prefixes) it sums up
+FEATURES = [
+    ("produce: send, send_batch, acks 0/1/all", ("test_send", "test_acks")),
+    ("idempotence (the default)", ("test_idempotence_by_default",)),
+    ("gzip, snappy, lz4", ("test_codec[gzip]", "test_codec[snappy]", "test_codec[lz4]")),
+    ("zstd", ("test_codec[zstd]",)),
+    ("headers", ("test_headers",)),
+    ("transactions", ("test_transactions",)),
+    ("TLS (SSL)", ("test_ssl",)),
+    ("SASL SCRAM-SHA-256 (SASL_PLAINTEXT, SASL_SSL)", ("test_scram", "test_sasl_ssl")),
+    ("idempotence without the IDEMPOTENT_WRITE ACL", ("test_idempotent_default",)),
+    ("below 0.11: refused at once", ("test_too_old_broker",)),
+]
+
+
+def _state(check: str, ver: str, state: str) -> str:
+    """A cell of the check table (see the legend)."""
+    if state == "passed" and check in REFUSALS and not supports(ver, REFUSALS[check]):
+        return "passed (refused)"
+    if state == "passed" and check in VARIANTS:
+        feature, yes, no = VARIANTS[check]
+        return f"passed ({yes if supports(ver, feature) else no})"
+    if state == "not run" and BY_VERSION[ver].refused:
+        return "refused"  # below what pyprod supports: the refusal checks only
+    if state == "not run" and (check.startswith(REFUSED_ONLY) or (
+            check in ONLY_WITH and not ONLY_WITH[check](ver))):
+        return "n/a"
+    return "FAILED" if state == "failed" else state
+
+
+def _feature_cell(cells: list[str]) -> str:
+    """One feature x version cell from its checks' cells."""
+    for bad in ("FAILED", "not run", "skipped"):
+        if bad in cells:
+            return bad
+    cells = [c for c in cells if c != "n/a"]
+    if not cells:
+        return "n/a"
+    if "refused" in cells:
+        return "refused"
+    if "passed (refused)" in cells:
+        return "no (typed refusal)"
+    labels = sorted({c[len("passed ("):-1] for c in cells if c.startswith("passed (")})
+    return "yes" + (f" ({', '.join(labels)})" if labels else "")
+
+
 def render(folder: str) -> str:
     runs = {}
     for v in VERSIONS:
@@ -78,25 +129,22 @@ def render(folder: str) -> str:
         "|---|" + "---|" * len(versions),
     ]
     failures = []
+    states = {}
     for check in checks:
-        row = []
         for ver in versions:
             state, why = runs[ver][0].get(check, ("not run", ""))
-            if state == "passed" and check in REFUSALS and not supports(ver, REFUSALS[check]):
-                state = "passed (refused)"
-            elif state == "passed" and check in VARIANTS:
-                feature, yes, no = VARIANTS[check]
-                state = f"passed ({yes if supports(ver, feature) else no})"
-            elif state == "not run" and BY_VERSION[ver].refused:
-                state = "refused"  # below what pyprod supports: the refusal checks only
-            elif state == "not run" and (check.startswith(REFUSED_ONLY) or (
-                    check in ONLY_WITH and not supports(ver, ONLY_WITH[check]))):
-                state = "n/a"
-            elif state == "failed":
-                state = "FAILED"
+            states[check, ver] = _state(check, ver, state)
+            if state == "failed":
                 failures.append(f"- {ver} `{check}`: {why}")
-            row.append(state)
-        lines.append(f"| `{check}` | " + " | ".join(row) + " |")
+        lines.append(f"| `{check}` | " + " | ".join(states[check, v] for v in versions) + " |")
+    lines += ["", "## Compatibility (feature x broker version, from the checks above)", "",
+              "\"yes\": every check of the feature passed; \"no (typed refusal)\": the broker "
+              "lacks it and pyprod refuses it with a typed error naming the version it needs.", "",
+              "| Feature | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
+    for feature, prefixes in FEATURES:
+        own = [c for c in checks if c.startswith(prefixes)]
+        lines.append(f"| {feature} | " + " | ".join(
+            _feature_cell([states[c, v] for c in own]) for v in versions) + " |")
     lines += ["", "| Version | Mode | Last run (commit, date, time) |", "|---|---|---|"]
     for v in VERSIONS:
         if v.version in runs:

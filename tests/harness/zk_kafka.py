@@ -182,14 +182,23 @@ class ZkKafkaCluster(KafkaCluster):
         self._users_added = True
 
     def _config_command(self, *args: str) -> None:
-        out = os.path.join(self._zk_dir(), "config-command.log")
-        argv = self._java(0, "kafka.admin.ConfigCommand", "--zookeeper",
-                          f"127.0.0.1:{self.zk_port}", *args)
+        self._admin_tool("kafka.admin.ConfigCommand", "--zookeeper", f"127.0.0.1:{self.zk_port}",
+                         *args)
+
+    def acl_command(self, *args: str) -> None:
+        """``kafka.admin.AclCommand`` against this broker's ZooKeeper (``--add ...``); needs an
+        ``authorizer.class.name`` in ``broker_props``."""
+        self._admin_tool("kafka.admin.AclCommand", "--authorizer-properties",
+                         f"zookeeper.connect=127.0.0.1:{self.zk_port}", *args)
+
+    def _admin_tool(self, main: str, *args: str) -> None:
+        out = os.path.join(self._zk_dir(), main.rsplit(".", 1)[-1] + ".log")
+        argv = self._java(0, main, *args)
         argv[1:3] = ["-Xmx256m", "-XX:TieredStopAtLevel=1"]  # short-lived: fast JIT only
         p = spawn(argv, log_path=out)
         code = p.wait(120)
         if code != 0 or "Error while executing" in _tail(out):  # 0.11 exits 0 on errors
-            raise RuntimeError(f"kafka.admin.ConfigCommand {args[:5]} failed:\n{_tail(out)}")
+            raise RuntimeError(f"{main} {args[:5]} failed:\n{_tail(out)}")
 
     def stop(self, timeout: float = 20.0, *, kill: bool = False, _keep_dir: bool = False) -> None:
         """Stop the broker, then ZooKeeper."""
