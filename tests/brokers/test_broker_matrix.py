@@ -204,3 +204,22 @@ def test_ssl(broker):
 
 def test_sasl_ssl_scram_sha_256(broker):
     _secured_round_trip(broker, broker.sasl_ssl_config(), "sasl-ssl", compression_type="lz4")
+
+
+@pytest.mark.parametrize("api_version", [(0, 10, 1), "0.10.1", (0, 9)],
+                         ids=["0.10.1", "str0.10.1", "0.9"])
+def test_api_version_older_than_0_11(broker, api_version, caplog):
+    """kafka-python's api_version key: no ApiVersions probe in the constructor, and (KIP-679 as
+    kafka-python 3.x) idempotence off with a warning when not asked for, a
+    KafkaConfigurationError when asked. kafka-python then writes v0/v1 message sets; pyprod
+    writes record batches (v2) only, which every supported broker takes: the records land."""
+    topic = _topic(broker, 1)
+    with caplog.at_level("WARNING", logger="pyprod.config"):
+        p = _producer(broker, api_version=api_version)
+    with p:
+        assert p.config["enable_idempotence"] is False
+        assert "Idempotence will be disabled" in caplog.text
+        sent = _send(p, topic, _records(50, "apiv"))
+    _read_back(broker, topic, sent)
+    with pytest.raises(errors.KafkaConfigurationError, match=r"requires broker >= 0\.11"):
+        _producer(broker, api_version=api_version, enable_idempotence=True)

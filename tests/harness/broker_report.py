@@ -69,6 +69,7 @@ FEATURES = [
     ("TLS (SSL)", ("test_ssl",)),
     ("SASL SCRAM-SHA-256 (SASL_PLAINTEXT, SASL_SSL)", ("test_scram", "test_sasl_ssl")),
     ("idempotence without the IDEMPOTENT_WRITE ACL", ("test_idempotent_default",)),
+    ("kafka-python api_version < (0, 11): no idempotence, writes", ("test_api_version",)),
     ("below 0.11: refused at once", ("test_too_old_broker",)),
 ]
 
