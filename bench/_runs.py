@@ -200,7 +200,9 @@ class Broker:
     def count(self, topic) -> int:
         from confluent_kafka import Consumer, TopicPartition
 
-        c = Consumer({"bootstrap.servers": self.bootstrap,
+        # the high watermarks: librdkafka's default read_committed would give the last stable
+        # offsets, short of a transaction whose commit markers are still being written
+        c = Consumer({"bootstrap.servers": self.bootstrap, "isolation.level": "read_uncommitted",
                       "group.id": "compare-" + uuid.uuid4().hex})
         try:
             md = c.list_topics(topic, timeout=10).topics[topic]
