@@ -32,6 +32,17 @@ from pyprod.protocol import init_producer_id
 log = logging.getLogger(__name__)
 
 
+def _init_pid_refused(error):
+    """Why every send fails when the broker refuses the idempotent producer's id (Java does not
+    fall back to non-idempotent sends either)."""
+    if error is errors.ClusterAuthorizationFailedError:
+        return ("InitProducerId refused: idempotence (the default) needs the IdempotentWrite "
+                "cluster ACL on brokers before Apache Kafka 2.8 (topic WRITE is enough from "
+                "2.8): grant it (kafka-acls --add --allow-principal ... --operation "
+                "IdempotentWrite --cluster) or set enable_idempotence=False")
+    return "InitProducerId failed"
+
+
 class Sender(threading.Thread):
     def __init__(self, client, metadata, accumulator, *, client_id, acks, retries,
                  request_timeout_ms, max_request_size, retry_backoff_ms, delivery_timeout_ms,
@@ -286,7 +297,7 @@ class Sender(threading.Thread):
                 self.metadata.request_update()
                 self._init_pid_not_before = now_ms() + self.retry_backoff_ms
                 return
-            self.txn_partitions.fatal_error = error("InitProducerId failed")
+            self.txn_partitions.fatal_error = error(_init_pid_refused(error))
             self.accumulator.abort_incomplete(self.txn_partitions.fatal_error, close=False)
             return
         log.info("Producer id %d, epoch %d", decoded.producer_id, decoded.producer_epoch)

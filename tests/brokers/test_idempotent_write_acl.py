@@ -67,7 +67,8 @@ def test_idempotent_default_without_idempotent_write(acl_broker):
         sent.append(b"idempotent")
     else:
         for config in ({}, {"enable_idempotence": True}):
-            with pytest.raises(errors.ClusterAuthorizationFailedError):
+            with pytest.raises(errors.ClusterAuthorizationFailedError,
+                               match="IdempotentWrite.*enable_idempotence=False"):
                 with pyprod.KafkaProducer(max_block_ms=30000, **acl_broker.scram_config(),
                                           **config) as p:
                     p.send(topic, b"refused").get(30)
