@@ -210,6 +210,10 @@ def build(**configs):
     config["compression_type"] = _codec(config["compression_type"])
     _check_security(config)
     config["api_version"] = _api_version(config["api_version"])
+    if config["compression_type"] == "zstd" and config["api_version"] is not None and \
+            config["api_version"] < (2, 1):  # kafka-python's check, and its words
+        raise KafkaConfigurationError("Zstd Requires >= Kafka 2.1 Brokers (api_version=%s)"
+                                      % (config["api_version"],))
     _check_transactions(config)
     _check_idempotence(config, user)
     _check_delivery_timeout(config, user)

@@ -173,3 +173,10 @@ def test_2x_programs_keep_running():
     built = config.build(buffer_memory=1 << 20, api_version_auto_timeout_ms=5000,
                          sock_chunk_bytes=4096, bootstrap_topics_filter=set())
     assert built["buffer_memory"] == 1 << 20 and built["bootstrap_timeout_ms"] == 5000
+
+
+@pytest.mark.parametrize("version", [(2, 0), "2.0.1", (0, 10, 1)])
+def test_zstd_with_an_api_version_before_2_1_is_refused_as_kafka_python_does(version):
+    with pytest.raises(ValueError, match="Zstd Requires >= Kafka 2.1 Brokers"):
+        config.build(compression_type="zstd", api_version=version)
+    config.build(compression_type="zstd", api_version=(2, 1))
