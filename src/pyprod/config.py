@@ -83,6 +83,12 @@ DEFAULTS = {
     "sasl_kerberos_service_name": "kafka",
     "sasl_kerberos_domain_name": None,
     "sasl_oauth_token_provider": None,
+    # OIDC client credentials (KIP-768): Java/librdkafka sasl.oauthbearer.* dotted names
+    "sasl_oauthbearer_token_endpoint_url": None,
+    "sasl_oauthbearer_client_id": None,
+    "sasl_oauthbearer_client_secret": None,
+    "sasl_oauthbearer_scope": None,
+    "sasl_oauthbearer_extensions": None,
     "proxy_url": None,
     "socks5_proxy": None,
     "kafka_client": None,
@@ -163,7 +169,8 @@ def parse_bootstrap(servers):
 
 
 # Never shown: repr() of a config gives '***' for these, and the proxy URLs without password.
-SECRETS = frozenset(("sasl_plain_password", "ssl_password", "sasl_oauth_token_provider"))
+SECRETS = frozenset(("sasl_plain_password", "ssl_password", "sasl_oauth_token_provider",
+                     "sasl_oauthbearer_client_secret"))
 _PROXY_KEYS = ("proxy_url", "socks5_proxy")
 
 

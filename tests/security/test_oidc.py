@@ -178,3 +178,27 @@ def test_expired_token_and_failed_refresh(idp, make_provider, caplog):
     finally:
         idp.fail_status = None
         idp.lifetime_s = 3600
+
+
+def test_config_keys_java_names(oidc_kafka, idp, topic, caplog):
+    """The sasl.oauthbearer.* keys of Java/librdkafka (from_java_names) build the provider;
+    the client secret shows in no repr nor log."""
+    from pyprod.config import from_java_names
+    caplog.set_level(logging.DEBUG)
+    name = topic(1, cluster=oidc_kafka)
+    cfg = oidc_kafka.client_config("SASL_PLAINTEXT", mechanism="OAUTHBEARER")
+    del cfg["sasl_oauth_token_provider"]
+    cfg.update(from_java_names({
+        "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+        "sasl.oauthbearer.client.id": "pyprod", "sasl.oauthbearer.client.secret": SECRET,
+        "sasl.oauthbearer.scope": "kafka",
+        "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-1"}))
+    with KafkaProducer(**cfg) as producer:
+        producer.send(name, b"by-java-names").get(timeout=30)
+        provider = producer.config["sasl_oauth_token_provider"]
+        assert provider.extensions() == {"logicalCluster": "lkc-1", "identityPoolId": "pool-1"}
+        assert SECRET not in repr(producer.config) and SECRET not in repr(producer)
+    provider.close()
+    assert [r.value for r in read_all(oidc_kafka.bootstrap_servers, name, expected_count=1)] \
+        == [b"by-java-names"]
+    assert SECRET not in caplog.text

@@ -8,6 +8,7 @@ message, or None once the exchange is complete on the client's side. Failures ra
 from pyprod.errors import KafkaConfigurationError
 from pyprod.sasl.gssapi import GssapiSaslClient
 from pyprod.sasl.oauthbearer import OAuthBearerSaslClient
+from pyprod.sasl import oidc_token_provider
 from pyprod.sasl.plain import PlainSaslClient
 from pyprod.sasl.scram import ScramSaslClient
 
@@ -41,6 +42,9 @@ def check_config(config):
             if not isinstance(config[key], str) or not config[key]:
                 raise KafkaConfigurationError("%s is required for sasl_mechanism %s" % (key, name))
     elif name == "OAUTHBEARER":
+        if config["sasl_oauth_token_provider"] is None and \
+                config.get("sasl_oauthbearer_token_endpoint_url"):  # OIDC client credentials
+            config["sasl_oauth_token_provider"] = oidc_token_provider.from_config(config)
         provider = config["sasl_oauth_token_provider"]
         if provider is None or not callable(getattr(provider, "token", None)):
             raise KafkaConfigurationError(

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import weakref
 
 from pyprod.errors import KafkaConfigurationError, KafkaTimeoutError, SaslAuthenticationFailedError
 
@@ -36,6 +37,20 @@ def _jwt_exp(token):
         return float(claims["exp"])
     except (IndexError, ValueError, KeyError, TypeError):
         return None
+
+
+def _refresh_loop(ref, stop):
+    """The refresh thread: holds the provider only weakly, so a provider nobody holds any more
+    (its producer gone) stops its thread at the next wake-up even without close()."""
+    provider = ref()
+    wait = provider._refresh_delay(provider._lifetime)
+    del provider
+    while not stop.wait(max(wait, 0.0)):
+        provider = ref()
+        if provider is None:
+            return
+        wait = provider._refresh_once()
+        del provider
 
 
 class OidcTokenProvider:
@@ -131,22 +146,22 @@ class OidcTokenProvider:
     # -- the refresh thread ------------------------------------------------------------------------
     def _start(self):
         self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._run, name="pyprod-oidc-refresh", daemon=True)
+        self._thread = threading.Thread(target=_refresh_loop, args=(weakref.ref(self), self._stop),
+                                        name="pyprod-oidc-refresh", daemon=True)
         self._thread.start()
 
-    def _run(self):
-        wait = self._refresh_delay(self._lifetime)
-        while not self._stop.wait(max(wait, 0.0)):
-            try:
-                self._store(*self._fetch())
-                wait = self._refresh_delay(self._lifetime)
-            except Exception as e:  # typed and secret-free by _fetch; keep the old token
-                with self._lock:
-                    self._last_error = e
-                log.warning("OIDC token refresh from %s failed (%s); the current token is "
-                            "valid for %.0f s more", self.url, type(e).__name__,
-                            max(self._expires_at - time.time(), 0.0))
-                wait = self._backoff
+    def _refresh_once(self):
+        """One refresh attempt; the seconds until the next."""
+        try:
+            self._store(*self._fetch())
+            return self._refresh_delay(self._lifetime)
+        except Exception as e:  # typed and secret-free by _fetch; keep the old token
+            with self._lock:
+                self._last_error = e
+            log.warning("OIDC token refresh from %s failed (%s); the current token is "
+                        "valid for %.0f s more", self.url, type(e).__name__,
+                        max(self._expires_at - time.time(), 0.0))
+            return self._backoff
 
     def token(self):
         """The cached access token (no I/O); SaslAuthenticationFailedError once it expired."""
@@ -173,3 +188,28 @@ class OidcTokenProvider:
 
     def __repr__(self):
         return "<OidcTokenProvider url=%s client_id=%r>" % (self.url, self.client_id)
+
+
+def parse_extensions(value):
+    """sasl_oauthbearer_extensions: a dict, or librdkafka's "k1=v1,k2=v2" string."""
+    if not value:
+        return {}
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    try:
+        return dict(kv.strip().split("=", 1) for kv in str(value).split(",") if kv.strip())
+    except ValueError:
+        raise KafkaConfigurationError(
+            "sasl_oauthbearer_extensions must be a dict or 'key=value,key=value'") from None
+
+
+def from_config(config):
+    """The provider for a producer config with sasl_oauthbearer_token_endpoint_url set; the
+    first fetch is bounded by min(max_block_ms, request_timeout_ms)."""
+    timeout_ms = min(config["max_block_ms"], config["request_timeout_ms"])
+    return OidcTokenProvider(
+        config["sasl_oauthbearer_token_endpoint_url"], config["sasl_oauthbearer_client_id"],
+        config["sasl_oauthbearer_client_secret"], config["sasl_oauthbearer_scope"],
+        parse_extensions(config["sasl_oauthbearer_extensions"]),
+        ssl_context=config.get("ssl_context"), ssl_cafile=config.get("ssl_cafile"),
+        timeout_s=timeout_ms / 1000.0)
