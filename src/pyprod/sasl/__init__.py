@@ -6,13 +6,15 @@ message, or None once the exchange is complete on the client's side. Failures ra
 ``SaslAuthenticationFailedError``; nothing a mechanism raises or logs carries a secret.
 """
 from pyprod.errors import KafkaConfigurationError
+from pyprod.sasl import aws_msk_iam
 from pyprod.sasl.gssapi import GssapiSaslClient
 from pyprod.sasl.oauthbearer import OAuthBearerSaslClient
 from pyprod.sasl import oidc_token_provider
 from pyprod.sasl.plain import PlainSaslClient
 from pyprod.sasl.scram import ScramSaslClient
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI",
+              "AWS_MSK_IAM")
 
 
 def create(config, host):
@@ -28,6 +30,8 @@ def create(config, host):
         return GssapiSaslClient(config["sasl_kerberos_service_name"],
                                 config["sasl_kerberos_domain_name"] or host,
                                 config["sasl_kerberos_name"])
+    if name == "AWS_MSK_IAM":
+        return aws_msk_iam.AwsMskIamSaslClient(host)
     raise KafkaConfigurationError("sasl_mechanism must be one of %s, got %r" % (MECHANISMS, name))
 
 
@@ -50,6 +54,10 @@ def check_config(config):
             raise KafkaConfigurationError(
                 "sasl_oauth_token_provider (an object with a token() method) is required "
                 "for sasl_mechanism OAUTHBEARER")
+    elif name == "AWS_MSK_IAM":
+        if config["security_protocol"] != "SASL_SSL":  # kafka-python's rule
+            raise KafkaConfigurationError("AWS_MSK_IAM requires SASL_SSL")
+        aws_msk_iam.check_available()
     elif name == "GSSAPI":
         try:
             import gssapi  # noqa: F401
