@@ -98,3 +98,44 @@ def test_missing_botocore_is_a_configuration_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_botocore)
     with pytest.raises(KafkaConfigurationError, match="botocore"):
         aws_msk_iam.check_available()
+
+
+def _aws_env(monkeypatch, token):
+    for key, value in (("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE"),
+                       ("AWS_SECRET_ACCESS_KEY", SECRET), ("AWS_CONFIG_FILE", "/nonexistent"),
+                       ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")):
+        monkeypatch.setenv(key, value)
+    if token:
+        monkeypatch.setenv("AWS_SESSION_TOKEN", token)
+    else:
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+
+
+@pytest.mark.parametrize("token", [None, TOKEN], ids=["keys", "session-token"])
+def test_signature_is_aws_signers(monkeypatch, token):
+    """The OAUTHBEARER route: AWS's own signer (aws-msk-iam-sasl-signer-python, botocore's
+    SigV4QueryAuth) presigns kafka-cluster:Connect for kafka.<region>.amazonaws.com; pyprod's
+    SigV4 of the same request at the token's X-Amz-Date gives the same signature, and pyprod's
+    OAUTHBEARER client sends the token as kafka-python's provider returns it."""
+    import base64
+    import calendar
+    import urllib.parse
+    from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
+    from pyprod.sasl.oauthbearer import OAuthBearerSaslClient
+    _aws_env(monkeypatch, token)
+    signed, _expiry_ms = MSKAuthTokenProvider.generate_auth_token("eu-west-1")
+    url = base64.urlsafe_b64decode(signed + "=" * (-len(signed) % 4)).decode()
+    parsed = urllib.parse.urlsplit(url)
+    query = dict(urllib.parse.parse_qsl(parsed.query))
+    assert query["Action"] == "kafka-cluster:Connect" and query.get("X-Amz-Security-Token") == token
+    when = calendar.timegm(datetime.datetime.strptime(query["X-Amz-Date"],
+                                                      "%Y%m%dT%H%M%SZ").timetuple())
+    ours = json.loads(aws_msk_iam.payload(parsed.hostname, "AKIAIOSFODNN7EXAMPLE", SECRET,
+                                          "eu-west-1", token, when))
+    assert ours["x-amz-signature"] == query["X-Amz-Signature"]
+
+    class MSKTokenProvider:  # docs/security.md's provider
+        def token(self):
+            return MSKAuthTokenProvider.generate_auth_token("eu-west-1")[0]
+    first = OAuthBearerSaslClient(MSKTokenProvider()).first()
+    assert first.startswith(b"n,,\x01auth=Bearer ") and first.endswith(b"\x01\x01")
