@@ -21,6 +21,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 
+# the client secret tests use (a value to look for in logs and reprs)
+TEST_CLIENT_SECRET = "oidc-client-s3cret-value"
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 

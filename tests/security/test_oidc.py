@@ -11,36 +11,8 @@ from pyprod import KafkaProducer
 from pyprod.errors import (KafkaConfigurationError, KafkaTimeoutError,
                            SaslAuthenticationFailedError)
 from pyprod.sasl.oidc_token_provider import OidcTokenProvider
-from tests.harness.oidc_provider import OidcProvider
+from tests.harness.oidc_provider import TEST_CLIENT_SECRET as SECRET
 from tests.harness.readback import read_all
-from tests.harness.security import SecureKafkaCluster
-
-SECRET = "oidc-client-s3cret-value"
-VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
-LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
-
-@pytest.fixture(scope="module")
-def idp():
-    with OidcProvider({"pyprod": SECRET}) as provider:
-        yield provider
-
-
-@pytest.fixture(scope="module")
-def oidc_kafka(idp):
-    """One broker whose SASL_PLAINTEXT and REAUTH (10 s re-auth) listeners validate JWTs."""
-    props = {"sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
-             "sasl.oauthbearer.expected.audience": "kafka"}
-    for listener in ("sasl_plaintext", "reauth"):
-        prefix = "listener.name.%s.oauthbearer" % listener
-        props[prefix + ".sasl.server.callback.handler.class"] = VALIDATOR
-        props[prefix + ".sasl.jaas.config"] = (
-            LOGIN + ' required unsecuredLoginStringClaim_sub="kafka";')
-    cluster = SecureKafkaCluster(kerberos=False, broker_props=props, jvm_opts=[
-        "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=" + idp.jwks_url])
-    cluster.start()
-    yield cluster
-    cluster.stop(kill=True)
 
 
 @pytest.fixture

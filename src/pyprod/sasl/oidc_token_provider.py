@@ -29,6 +29,16 @@ from pyprod.errors import KafkaConfigurationError, KafkaTimeoutError, SaslAuthen
 log = logging.getLogger(__name__)
 
 
+def check_settings(token_endpoint_url, client_id, client_secret):
+    """KafkaConfigurationError for settings that cannot work (no I/O, no secret shown)."""
+    if not isinstance(token_endpoint_url, str) or \
+            urllib.parse.urlsplit(token_endpoint_url).scheme not in ("http", "https"):
+        raise KafkaConfigurationError("sasl_oauthbearer_token_endpoint_url must be an http(s) URL")
+    if not client_id or not client_secret:
+        raise KafkaConfigurationError("sasl_oauthbearer_client_id and "
+                                      "sasl_oauthbearer_client_secret are required")
+
+
 def _jwt_exp(token):
     """The token's ``exp`` claim (seconds since the epoch), or None when it is not a JWT."""
     try:
@@ -60,13 +70,7 @@ class OidcTokenProvider:
                  *, ssl_context=None, ssl_cafile=None, timeout_s=30.0,
                  refresh_window_factor=0.8, refresh_window_jitter=0.05,
                  refresh_min_period_s=60.0, refresh_buffer_s=300.0, retry_backoff_s=1.0):
-        if not isinstance(token_endpoint_url, str) or \
-                urllib.parse.urlsplit(token_endpoint_url).scheme not in ("http", "https"):
-            raise KafkaConfigurationError(
-                "sasl_oauthbearer_token_endpoint_url must be an http(s) URL")
-        if not client_id or not client_secret:
-            raise KafkaConfigurationError("sasl_oauthbearer_client_id and "
-                                          "sasl_oauthbearer_client_secret are required")
+        check_settings(token_endpoint_url, client_id, client_secret)
         self.url = token_endpoint_url
         self.client_id = client_id
         self.__secret = client_secret

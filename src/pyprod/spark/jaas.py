@@ -18,8 +18,10 @@ The login modules pyprod maps (a ``kafkashaded.`` package prefix is allowed):
 - PlainLoginModule and ScramLoginModule: ``username``/``password`` -> sasl_plain_username /
   sasl_plain_password. SCRAM delegation tokens (``tokenauth=true``) are not supported.
 - OAuthBearerLoginModule: the unsecured login options (``unsecuredLogin*``) ->
-  sasl_oauth_token_provider=UnsecuredTokenProvider. OAuth client credentials (clientId /
-  clientSecret with a token endpoint) are not supported.
+  sasl_oauth_token_provider=UnsecuredTokenProvider; the client credentials (``clientId``,
+  ``clientSecret``, ``scope``, ``extension_<name>``) -> sasl_oauthbearer_client_id /
+  _client_secret / _scope / _extensions, the endpoint from
+  ``kafka.sasl.oauthbearer.token.endpoint.url`` (pyprod.sasl.oidc_token_provider).
 - Krb5LoginModule: GSSAPI with the Kerberos ticket cache of the executor's user (kinit there
   first; KRB5CCNAME picks another cache); ``serviceName`` -> sasl_kerberos_service_name.
   pyprod has no keytab login: ``useKeyTab``/``keyTab`` and ``ticketCache`` fail, saying to
@@ -202,14 +204,28 @@ def _scram(module, options):
 
 def _oauthbearer(module, options):
     if any(k in options for k in ("clientId", "clientSecret")):
-        raise _error("OAuthBearerLoginModule with clientId/clientSecret (a token endpoint) is "
-                     "not supported by format('pyprod'); use the unsecuredLogin* options, or "
-                     "pyprod.spark.publish(..., sasl_oauth_token_provider=<your provider>)")
+        return _client_credentials(options)
     try:
         provider = UnsecuredTokenProvider.from_options(options)
     except KafkaConfigurationError as e:
         raise _error("OAuthBearerLoginModule: %s" % (e.args[0],)) from None
     return {"sasl_oauth_token_provider": provider}
+
+
+def _client_credentials(options):
+    """clientId/clientSecret/scope and extension_<name> options (Java's KIP-768 login); the
+    endpoint comes from kafka.sasl.oauthbearer.token.endpoint.url."""
+    missing = [k for k in ("clientId", "clientSecret") if not options.get(k)]
+    if missing:
+        raise _error("OAuthBearerLoginModule needs %s" % " and ".join(missing))
+    out = {"sasl_oauthbearer_client_id": options["clientId"],
+           "sasl_oauthbearer_client_secret": options["clientSecret"]}
+    if options.get("scope"):
+        out["sasl_oauthbearer_scope"] = options["scope"]
+    ext = {k[len("extension_"):]: v for k, v in options.items() if k.startswith("extension_")}
+    if ext:
+        out["sasl_oauthbearer_extensions"] = ext
+    return out
 
 
 def _kerberos(module, options):
