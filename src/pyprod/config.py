@@ -129,11 +129,17 @@ _client_ids = itertools.count(1)
 BATCH_MAX_SIZE = 256 * 1024  # batch_max_size's default, if batch_size is smaller
 
 
+# Java 4.1+'s names (KIP-1139) for the OIDC client credentials; librdkafka's map directly
+_JAVA_ALIASES = {"sasl.oauthbearer.client.credentials.client.id": "sasl_oauthbearer_client_id",
+                 "sasl.oauthbearer.client.credentials.client.secret":
+                     "sasl_oauthbearer_client_secret"}
+
+
 def from_java_names(props):
     """Map Java-style keys (``linger.ms``) to pyprod's (``linger_ms``); unknown keys raise."""
     out = {}
     for name, value in props.items():
-        key = name.replace(".", "_").replace("-", "_")
+        key = _JAVA_ALIASES.get(name) or name.replace(".", "_").replace("-", "_")
         if key not in DEFAULTS and key not in LEGACY:
             raise KafkaConfigurationError("Unrecognized producer config: %r" % (name,))
         out[key] = value

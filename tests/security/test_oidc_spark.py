@@ -53,3 +53,14 @@ def test_executor_producer_writes(oidc_kafka, idp, topic):
     provider.close()
     assert [r.value for r in read_all(oidc_kafka.bootstrap_servers, name, expected_count=1)] \
         == [b"from-spark-options"]
+
+
+def test_java_4_1_client_credentials_option_names():
+    o = spark_options("http://127.0.0.1:1/token")
+    del o["kafka.sasl.jaas.config"]
+    o.update({"kafka.sasl.oauthbearer.client.credentials.client.id": "pyprod",
+              "kafka.sasl.oauthbearer.client.credentials.client.secret": SECRET,
+              "kafka.sasl.oauthbearer.scope": "kafka"})
+    cfg = options.parse(o)[1]
+    assert (cfg["sasl_oauthbearer_client_id"], cfg["sasl_oauthbearer_client_secret"]) == \
+        ("pyprod", SECRET)
