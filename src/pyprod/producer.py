@@ -386,6 +386,9 @@ class KafkaProducer:
             return  # an unused forked child: the I/O thread and reporters are the parent's
         if self._producer_metrics is not None:  # its metric_reporters' close()
             self._producer_metrics.close()
+        provider = self.config.get("sasl_oauth_token_provider")
+        if getattr(provider, "made_from_config", False):  # OIDC: its refresh thread
+            provider.close()
         if threading.current_thread() is self._sender:
             self._sender.force_close()
             return

@@ -170,7 +170,9 @@ def test_config_keys_java_names(oidc_kafka, idp, topic, caplog):
         provider = producer.config["sasl_oauth_token_provider"]
         assert provider.extensions() == {"logicalCluster": "lkc-1", "identityPoolId": "pool-1"}
         assert SECRET not in repr(producer.config) and SECRET not in repr(producer)
-    provider.close()
+        refresher = provider._thread
+        assert refresher is not None and refresher.is_alive()
+    assert not refresher.is_alive()  # the producer's close() stopped the provider it made
     assert [r.value for r in read_all(oidc_kafka.bootstrap_servers, name, expected_count=1)] \
         == [b"by-java-names"]
     assert SECRET not in caplog.text

@@ -211,9 +211,11 @@ def from_config(config):
     """The provider for a producer config with sasl_oauthbearer_token_endpoint_url set; the
     first fetch is bounded by min(max_block_ms, request_timeout_ms)."""
     timeout_ms = min(config["max_block_ms"], config["request_timeout_ms"])
-    return OidcTokenProvider(
+    provider = OidcTokenProvider(
         config["sasl_oauthbearer_token_endpoint_url"], config["sasl_oauthbearer_client_id"],
         config["sasl_oauthbearer_client_secret"], config["sasl_oauthbearer_scope"],
         parse_extensions(config["sasl_oauthbearer_extensions"]),
         ssl_context=config.get("ssl_context"), ssl_cafile=config.get("ssl_cafile"),
         timeout_s=timeout_ms / 1000.0)
+    provider.made_from_config = True  # the producer's own: its close() stops it
+    return provider
