@@ -17,8 +17,6 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 
 # the client secret tests use (a value to look for in logs and reprs)
@@ -42,6 +40,7 @@ class OidcProvider:
         self.delay_s = 0.0
         self.fail_status = None
         self.fetches = 0
+        from cryptography.hazmat.primitives.asymmetric import rsa  # the wheel tests lack it
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = "pyprod-test-key"
         self._server = None
@@ -55,6 +54,8 @@ class OidcProvider:
         claims = {"sub": sub, "iss": self.issuer, "iat": now, "exp": int(now + life),
                   "aud": self.audience if audience is None else audience, "scope": scope}
         signing = ".".join(_b64(json.dumps(p).encode()) for p in (header, claims))
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
         sig = self._key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
         return signing + "." + _b64(sig)
 

@@ -12,12 +12,15 @@ as ``kafka-features.sh upgrade --release-version`` does.
 from __future__ import annotations
 
 import subprocess
+import time
 
 from pyprod.local_broker.jars import ensure_kafka_libs
 
 from .kafka_cluster import KafkaCluster, java_command
 
 __all__ = ["RollingKafkaCluster"]
+
+CREATE_ATTEMPTS = 5
 
 
 class RollingKafkaCluster(KafkaCluster):
@@ -38,6 +41,24 @@ class RollingKafkaCluster(KafkaCluster):
 
     def _cds_opts(self, i: int) -> list[str]:
         return []  # one class-data archive cannot serve two versions' jars
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
+                     configs: dict | None = None, timeout: float = 30.0) -> str:
+        """LocalBroker's, asked again while a just-started quorum still drops the admin
+        client's connections (_DESTROY_BROKER, _TRANSPORT)."""
+        from confluent_kafka import KafkaException
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                return super().create_topic(name, partitions, replication_factor, configs,
+                                            timeout)
+            except KafkaException as e:
+                if "TOPIC_ALREADY_EXISTS" in str(e):
+                    self.wait_topic(name, partitions, replication_factor or 3, timeout)
+                    return name
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                time.sleep(1)
+        return name
 
     def upgrade_node(self, i: int, version: str, timeout: float = 90.0) -> None:
         """Roll node ``i`` to ``version``: clean shutdown, then a start on the new jars."""
