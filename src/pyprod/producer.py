@@ -24,6 +24,7 @@ from pyprod import errors, fork_registry
 from pyprod.config_factories import (accumulator_settings, metadata_for, network_client_for,
                                      send_settings, sender_for)
 from pyprod.producer_metrics import ProducerMetrics
+from pyprod.sasl import oidc_token_provider
 from pyprod.sender import now_ms
 from pyprod.transaction_manager import TransactionManager
 
@@ -67,6 +68,7 @@ class KafkaProducer:
     def __init__(self, **configs):
         self._closed = True  # until fully built, so close()/__del__ are safe on a failed init
         self.config = configuration.build(**configs)
+        self._token_provider = oidc_token_provider.for_producer(self.config)  # OIDC, or None
         self._fork_generation = kcore.fork_generation()
         self._build()
         self._closed = False
@@ -377,6 +379,9 @@ class KafkaProducer:
 
     def close(self, timeout=None, null_logger=False):
         """Flush and stop. Idempotent. timeout=0 abandons what is unsent."""
+        provider, self._token_provider = getattr(self, "_token_provider", None), None
+        if provider is not None:  # the OIDC provider it made: its refresh thread (the cached
+            provider.close()      # token still serves a drain at close)
         if getattr(self, "_sender", None) is None:
             return
         self._closed = True
@@ -386,9 +391,6 @@ class KafkaProducer:
             return  # an unused forked child: the I/O thread and reporters are the parent's
         if self._producer_metrics is not None:  # its metric_reporters' close()
             self._producer_metrics.close()
-        provider = self.config.get("sasl_oauth_token_provider")
-        if getattr(provider, "made_from_config", False):  # OIDC: its refresh thread
-            provider.close()
         if threading.current_thread() is self._sender:
             self._sender.force_close()
             return

@@ -6,10 +6,9 @@ message, or None once the exchange is complete on the client's side. Failures ra
 ``SaslAuthenticationFailedError``; nothing a mechanism raises or logs carries a secret.
 """
 from pyprod.errors import KafkaConfigurationError
-from pyprod.sasl import aws_msk_iam
+from pyprod.sasl import aws_msk_iam, oidc_token_provider
 from pyprod.sasl.gssapi import GssapiSaslClient
 from pyprod.sasl.oauthbearer import OAuthBearerSaslClient
-from pyprod.sasl import oidc_token_provider
 from pyprod.sasl.plain import PlainSaslClient
 from pyprod.sasl.scram import ScramSaslClient
 
@@ -46,11 +45,13 @@ def check_config(config):
             if not isinstance(config[key], str) or not config[key]:
                 raise KafkaConfigurationError("%s is required for sasl_mechanism %s" % (key, name))
     elif name == "OAUTHBEARER":
-        if config["sasl_oauth_token_provider"] is None and \
-                config.get("sasl_oauthbearer_token_endpoint_url"):  # OIDC client credentials
-            config["sasl_oauth_token_provider"] = oidc_token_provider.from_config(config)
         provider = config["sasl_oauth_token_provider"]
-        if provider is None or not callable(getattr(provider, "token", None)):
+        if provider is None and config.get("sasl_oauthbearer_token_endpoint_url"):
+            # OIDC client credentials: checked here, the producer makes the provider
+            oidc_token_provider.check_settings(config["sasl_oauthbearer_token_endpoint_url"],
+                                               config["sasl_oauthbearer_client_id"],
+                                               config["sasl_oauthbearer_client_secret"])
+        elif provider is None or not callable(getattr(provider, "token", None)):
             raise KafkaConfigurationError(
                 "sasl_oauth_token_provider (an object with a token() method) is required "
                 "for sasl_mechanism OAUTHBEARER")

@@ -207,15 +207,19 @@ def parse_extensions(value):
             "sasl_oauthbearer_extensions must be a dict or 'key=value,key=value'") from None
 
 
-def from_config(config):
-    """The provider for a producer config with sasl_oauthbearer_token_endpoint_url set; the
-    first fetch is bounded by min(max_block_ms, request_timeout_ms)."""
+def for_producer(config):
+    """The provider a producer makes for its sasl_oauthbearer_* settings (None when it has none
+    or the user passed sasl_oauth_token_provider), put in its config; the first fetch is
+    bounded by min(max_block_ms, request_timeout_ms). The producer's close() closes it."""
+    if config.get("sasl_mechanism") != "OAUTHBEARER" or \
+            config.get("sasl_oauth_token_provider") is not None or \
+            not config.get("sasl_oauthbearer_token_endpoint_url"):
+        return None
     timeout_ms = min(config["max_block_ms"], config["request_timeout_ms"])
-    provider = OidcTokenProvider(
+    provider = config["sasl_oauth_token_provider"] = OidcTokenProvider(
         config["sasl_oauthbearer_token_endpoint_url"], config["sasl_oauthbearer_client_id"],
         config["sasl_oauthbearer_client_secret"], config["sasl_oauthbearer_scope"],
         parse_extensions(config["sasl_oauthbearer_extensions"]),
         ssl_context=config.get("ssl_context"), ssl_cafile=config.get("ssl_cafile"),
         timeout_s=timeout_ms / 1000.0)
-    provider.made_from_config = True  # the producer's own: its close() stops it
     return provider

@@ -21,7 +21,6 @@ from collections import namedtuple
 
 from pyprod import config as configuration
 from pyprod.errors import KafkaConfigurationError
-from pyprod.sasl import oidc_token_provider
 from pyprod.spark import security, stores
 
 PREFIX = "kafka."
@@ -122,30 +121,13 @@ def python_configs(producer_config):
     return check(out, required="bootstrap_servers")
 
 
-class _ValidationOnly:
-    """Stands in for the OIDC provider while the driver validates: no token is fetched there."""
-
-    def token(self):
-        raise KafkaConfigurationError("validation only")
-
-
-def _no_token_fetch(configs):
-    """OIDC settings checked without I/O; the executors' producers fetch the tokens."""
-    url = configs.get("sasl_oauthbearer_token_endpoint_url")
-    if not url or configs.get("sasl_oauth_token_provider") is not None:
-        return configs
-    oidc_token_provider.check_settings(url, configs.get("sasl_oauthbearer_client_id"),
-                                       configs.get("sasl_oauthbearer_client_secret"))
-    return dict(configs, sasl_oauth_token_provider=_ValidationOnly())
-
-
 def check(configs, required="option 'kafka.bootstrap.servers'"):
     """Validate producer configs the way KafkaProducer will, without connecting."""
     if "bootstrap_servers" not in configs:
         raise KafkaConfigurationError(
             "%s is required (e.g. 'host1:9092,host2:9092')" % (required,))
     try:
-        configuration.build(**_no_token_fetch(stores.for_validation(configs)))
+        configuration.build(**stores.for_validation(configs))
     except KafkaConfigurationError as e:
         raise KafkaConfigurationError("bad producer config: %s" % (e.args[0],)) from None
     return configs
