@@ -61,7 +61,7 @@ class ConnectionLifecycle:
         self._connection_options = connection_options
         self._sasl = sasl_authenticator
         self.features = (-1, {})  # (finalized features epoch, {name: level}), the newest seen
-        self.produce_v12 = False  # transactions v2 (NetworkClient.use_transaction_v2)
+        self.produce_v12 = False  # transactions v2: Produce v12 (use_transaction_v2)
 
     # -- making and connecting connections --
 
@@ -297,6 +297,14 @@ class ConnectionLifecycle:
         header.write_request_header(w, api, version, 0, self._client_id)
         head = w.getvalue()
         return head[:4], head[8:], header.response_header_version(api, version)
+
+    def use_transaction_v2(self, poll, enabled):
+        """Produce v12 (transactions v2) or at most v11 from now on; each open connection
+        forgets the Produce version it picked."""
+        if enabled != self.produce_v12:
+            self.produce_v12 = enabled
+            for connection in poll.connections.values():
+                connection.forget_produce_version()
 
     def api_version(self, connection, api_key):
         """Highest version of api_key both pyprod and the connection's broker support."""

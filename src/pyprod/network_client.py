@@ -126,10 +126,7 @@ class NetworkClient:
     def use_transaction_v2(self, enabled):
         """Produce v12 (transactions v2: it adds the partition to the transaction) or at
         most v11; switched between transactions only, on the Sender thread."""
-        if enabled != self.lifecycle.produce_v12:
-            self.lifecycle.produce_v12 = enabled
-            for connection in self._connections.values():
-                connection.forget_produce_version()
+        self.lifecycle.use_transaction_v2(self.network_poll, enabled)
 
     def broker_api_versions(self, node_id):
         """{api_key: (min, max)} the broker announced, or None."""
