@@ -45,6 +45,52 @@ def _chunks(n: int, size: int) -> list:
     return [min(size, n - i) for i in range(0, n, size)]
 
 
+CHUNK = 1000  # records between confluent-kafka's poll(0) calls; every client's loop has them
+
+
+def _send_loop(send, topic, value, keys):
+    """pyprod's and kafka-python's timed loop: the bare send() (it blocks while the buffer
+    is full, up to max_block_ms)."""
+    if keys:
+        def loop(count):
+            ks = itertools.islice(itertools.cycle(keys), count)
+            for c in _chunks(count, CHUNK):
+                for k in itertools.islice(ks, c):
+                    send(topic, value, k)
+    else:
+        def loop(count):
+            for c in _chunks(count, CHUNK):
+                for _ in range(c):
+                    send(topic, value)
+    return loop
+
+
+def _produce_loop(produce, poll, room, topic, value, keys):
+    """confluent-kafka's, the same shape, as its docs write it: produce() in try/except
+    BufferError (the local queue is full: room() polls and retries), and poll(0) to serve
+    delivery reports."""
+    if keys:
+        def loop(count):
+            ks = itertools.islice(itertools.cycle(keys), count)
+            for c in _chunks(count, CHUNK):
+                for k in itertools.islice(ks, c):
+                    try:
+                        produce(topic, value, k)
+                    except BufferError:
+                        room(topic, value, k)
+                poll(0)
+    else:
+        def loop(count):
+            for c in _chunks(count, CHUNK):
+                for _ in range(c):
+                    try:
+                        produce(topic, value)
+                    except BufferError:
+                        room(topic, value)
+                poll(0)
+    return loop
+
+
 def _threads(fn, counts):
     """Run fn(count) on len(counts) threads started together; return when all are done."""
     if len(counts) == 1:
@@ -144,30 +190,24 @@ def _kafka_python_like(cls, spec, extra=None):
             send(topic, value, keys[i % KEYS] if keys else None).add_both(rec.done, t)
         out["send_s"] = _paced(n, spec["rate"], one)
         out["latency"] = rec
-    elif keys:
-        def loop(count):
-            for k in itertools.islice(itertools.cycle(keys), count):
-                send(topic, value, k)
-        _threads(loop, _split(n, spec["threads"]))
-    elif txn:
-        for count in _chunks(n, txn):
-            p.begin_transaction()
-            for _ in range(count):
-                send(topic, value)
-            p.commit_transaction()
     elif spec.get("callbacks"):
         delivered = _Delivered()
         callback, errback = delivered.callback, delivered.failed.append
 
         def loop(count):
-            for _ in range(count):
-                send(topic, value).add_callback(callback).add_errback(errback)
+            for c in _chunks(count, CHUNK):
+                for _ in range(c):
+                    send(topic, value).add_callback(callback).add_errback(errback)
         _threads(loop, _split(n, spec["threads"]))
     else:
-        def loop(count):
-            for _ in range(count):
-                send(topic, value)
-        _threads(loop, _split(n, spec["threads"]))
+        loop = _send_loop(send, topic, value, keys)
+        if txn:
+            for count in _chunks(n, txn):
+                p.begin_transaction()
+                loop(count)
+                p.commit_transaction()
+        else:
+            _threads(loop, _split(n, spec["threads"]))
     p.flush()
     t1, c1 = time.perf_counter(), _cpu()
     p.close()
@@ -219,14 +259,15 @@ def _run_confluent(spec):
     produce, poll = p.produce, p.poll
     full = [0]
 
-    def put(k, **kw):
+    def room(*args, **kw):
+        """produce() again once the local queue has room: the rare path, out of the loop."""
         while True:
+            full[0] += 1
+            poll(0.001)  # serves delivery reports, which frees the queue
             try:
-                produce(topic, value, k, **kw)
-                return
-            except BufferError:  # local queue full: serve delivery reports, retry
-                full[0] += 1
-                poll(0.001)
+                return produce(*args, **kw)
+            except BufferError:
+                pass
     out = {}
     _gate(spec)
     c0, t0 = _cpu(), time.perf_counter()
@@ -239,35 +280,37 @@ def _run_confluent(spec):
                 rec.add(msg.latency())  # librdkafka's produce() -> acknowledgement time
             else:
                 failed.append(err)
-        out["send_s"] = _paced(n, spec["rate"], lambda i: put(
-            keys[i % KEYS] if keys else None, on_delivery=on_delivery), sleep=poll)
+
+        def one(i):
+            k = keys[i % KEYS] if keys else None
+            try:
+                produce(topic, value, k, on_delivery=on_delivery)
+            except BufferError:
+                room(topic, value, k, on_delivery=on_delivery)
+        out["send_s"] = _paced(n, spec["rate"], one, sleep=poll)
         out["latency"] = rec
-    elif txn:
-        for count in _chunks(n, txn):
-            p.begin_transaction()
-            for i in range(count):
-                put(None)
-                if i % 1000 == 0:
-                    poll(0)
-            p.commit_transaction()  # flushes first
     elif spec.get("callbacks"):
         delivered = _Delivered()
         on_delivery = delivered.on_delivery
 
         def loop(count):
-            for _ in range(count):
-                put(None, on_delivery=on_delivery)
-                poll(0)  # serves the delivery reports, as its users' loops do
+            for c in _chunks(count, CHUNK):
+                for _ in range(c):
+                    try:
+                        produce(topic, value, on_delivery=on_delivery)
+                    except BufferError:
+                        room(topic, value, on_delivery=on_delivery)
+                poll(0)  # runs the callbacks, as its users' loops do
         _threads(loop, _split(n, spec["threads"]))
     else:
-        def loop(count):
-            it = itertools.islice(itertools.cycle(keys), count) if keys else \
-                itertools.repeat(None, count)
-            for i, k in enumerate(it):
-                put(k)
-                if i % 1000 == 0:
-                    poll(0)
-        _threads(loop, _split(n, spec["threads"]))
+        loop = _produce_loop(produce, poll, room, topic, value, keys)
+        if txn:
+            for count in _chunks(n, txn):
+                p.begin_transaction()
+                loop(count)
+                p.commit_transaction()  # flushes first
+        else:
+            _threads(loop, _split(n, spec["threads"]))
     left = p.flush(300)
     t1, c1 = time.perf_counter(), _cpu()
     if left:

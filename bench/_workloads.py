@@ -36,7 +36,8 @@ DESCRIBE = {
     "100B": "100-byte values, keyless",
     "100B-keyed": f"100-byte values, {KEYS:,} distinct keys",
     "100B-callbacks": "100-byte values, keyless, a callback and an errback on every record "
-                      "(confluent-kafka: on_delivery on every produce(), then poll(0))",
+                      "(confluent-kafka: on_delivery on every produce(), poll(0) after every "
+                      "1,000 records)",
     "1KiB": "1 KiB values, keyless (a quarter of the records)",
     "lz4": "100-byte values, lz4",
     "zstd": "100-byte values, zstd",

@@ -134,7 +134,8 @@ def plan(args, clients, workloads) -> tuple:
                 count = max(count, records_for_steady_state(*sizes, client=c))
             specs.append(dict(base, records=count, rate=None,
                               buffer_share=buffered_records(c, *sizes) / count))
-            if args.latency and not base["callbacks"]:  # paced runs have callbacks anyway
+            # paced runs have callbacks anyway; and send outside a transaction
+            if args.latency and not base["callbacks"] and not base["transaction_size"]:
                 specs.append(dict(base, records=max(1, int(LATENCY_RATE * secs)),
                                   rate=LATENCY_RATE))
     return specs, skipped, n
