@@ -18,6 +18,20 @@ from _workloads import PARTITIONS
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPARE = os.path.join(HERE, "compare.py")
 
+def machine_cpu_s():
+    """(busy, steal) CPU seconds of the whole machine so far, from /proc/stat; None off Linux.
+    A run's busy time less its client's and broker's is what other processes took meanwhile:
+    the sign of a loaded machine, whose figures do not carry over to a quiet one."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # all but idle and iowait
+    return busy / tick, fields[7] / tick
+
+
 def run_measured(cmd, timeout, rss_every=None):
     """Run ``cmd``; stdout, stderr, exit code, CPU and peak RSS from its rusage (wait4), and
     with ``rss_every`` (s) a [(seconds, RSS MiB)] timeline read from /proc meanwhile."""
@@ -227,13 +241,17 @@ def run_one(broker, spec, timeout=None, rss_every=None) -> dict:
                 topic=f"cmp-{spec['client']}-{spec['workload']}-{uuid.uuid4().hex[:8]}")
     broker.create(spec["topic"], spec["partitions"])
     timeout = timeout or 120 + spec["records"] / 5_000
-    broker_cpu = broker.cpu_s()
+    broker_cpu, machine, started = broker.cpu_s(), machine_cpu_s(), time.monotonic()
     if spec["client"] == "java":
         res = run_java(spec, timeout)
     else:
         res = run_python_client(spec, timeout, rss_every)
     if broker_cpu is not None and broker.cpu_s() is not None:
         res["broker_cpu_s"] = broker.cpu_s() - broker_cpu  # the client's whole run
+    if machine is not None:
+        busy, steal = (b - a for a, b in zip(machine, machine_cpu_s()))
+        res["steal_s"], res["run_s"] = round(steal, 2), round(time.monotonic() - started, 2)
+        res["other_cpu_s"] = round(busy - res["process_cpu_s"] - res.get("broker_cpu_s", 0), 2)
     warm = 0 if spec["client"] == "java" else spec["partitions"]
     landed = broker.count(spec["topic"])
     broker.delete(spec["topic"])

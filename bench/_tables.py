@@ -144,6 +144,26 @@ def _num(v, fmt):
     return "—" if v is None else format(v, fmt)
 
 
+def _others(meta: dict) -> str:
+    """What other processes took while the runs ran: figures from a loaded machine do not
+    carry over to a quiet one (a busy neighbour on the other hyperthread slows every client,
+    and the multi-threaded ones most)."""
+    o = meta.get("other_cores")
+    if not o:
+        return "Other processes' load during the runs: not measured."
+    return (f"Other processes used {o['median']:.2f} cores during the median run (at most "
+            f"{o['max']:.2f}); hypervisor steal {o['steal_s']:.1f} s in all.")
+
+
+def other_cores(runs: list) -> dict | None:
+    """meta's other_cores: cores other processes used during each timed run (median, max)."""
+    used = [max(0.0, r["other_cpu_s"]) / r["run_s"] for r in runs if "run_s" in r]
+    if not used:
+        return None
+    return {"median": round(statistics.median(used), 3), "max": round(max(used), 3),
+            "steal_s": round(sum(r.get("steal_s", 0) for r in runs), 1)}
+
+
 def markdown(meta: dict, rows: list) -> str:
     m = meta["machine"]
     lines = [f"# Producer comparison, {meta['date']}", "",
@@ -157,7 +177,7 @@ def markdown(meta: dict, rows: list) -> str:
              "process. p50/p99: send()->callback latency at an offered "
              f"{LATENCY_RATE:,} records/s (a separate paced run). MB = 2^20 bytes of values. "
              "Buffer: the most records the client's default buffer holds, as a share of the "
-             "run (steady state: under 5%).",
+             "run (steady state: under 5%).", "", _others(meta),
              "", "| workload | client | records | buffer | records/s (min..max) | MB/s "
              "| CPU s / M records | broker CPU s / M | peak RSS MB | p50 / p99 ms @ 50k/s "
              "| pyprod / client: records/s, CPU per record |",

@@ -44,8 +44,8 @@ if REPO not in sys.path:  # tests.harness (read-back, the secured broker)
 # the pieces, re-exported: the other bench scripts and tests/test_bench_tools.py use compare.X
 from _clients import _cpu, _run_aiokafka, _split, _value, child_main  # noqa: E402,F401
 from _runs import Broker, broker_data_on_tmpfs, run_measured, run_one, run_python_client  # noqa: E402,F401
-from _tables import (machine_info, markdown, merge_spark, save_chart, summarize,  # noqa: E402,F401
-                     versions, write_results, _num, _order)
+from _tables import (machine_info, markdown, merge_spark, other_cores, save_chart,  # noqa: E402,F401
+                     summarize, versions, write_results, _num, _order)
 import _mock_broker  # noqa: E402
 from _workloads import (ALIASES, CLIENT_SHARE, CLIENTS, DESCRIBE, KEYS, LATENCY_RATE,  # noqa: E402,F401
                         KEY_SIZE, LINGER_MS, MOCK_SKIP, PARTITIONS, QUICK_WORKLOADS, SKIP, WORKLOADS,
@@ -248,7 +248,9 @@ def main(argv=None, command=None) -> int:
                                 f"{res['records'] / res['wall_s']:,.0f} records/s, "
                                 f"{res['cpu_s'] / res['records'] * 1e6:.2f} CPU s/M" + (
                                     f", broker {res['broker_cpu_s'] / res['records'] * 1e6:.2f}"
-                                    if "broker_cpu_s" in res else ""))
+                                    if "broker_cpu_s" in res else "") + (
+                                    f", others {max(0.0, res['other_cpu_s']) / res['run_s']:.2f}"
+                                    " cores" if "run_s" in res else ""))
                         print(f"round {rnd + 1}/{args.rounds} {w:>20} {spec['client']:>15}: "
                               f"{what}", file=sys.stderr, flush=True)
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -258,7 +260,8 @@ def main(argv=None, command=None) -> int:
             "records": n, "workloads": {w: DESCRIBE[w] for w in workloads},
             "latency_rate": LATENCY_RATE if args.latency else None, "skipped": skipped,
             "elapsed_s": round(time.monotonic() - t_start, 1),
-            "load_average": os.getloadavg(), "steady": args.steady and not args.quick,
+            "load_average": os.getloadavg(), "other_cores": other_cores(runs),
+            "steady": args.steady and not args.quick,
             "broker": _mock_broker.LABEL if mock else (
                 "Apache Kafka, 1 node, data on a tmpfs" if not args.bootstrap_servers
                 else f"Apache Kafka at {args.bootstrap_servers}")}
