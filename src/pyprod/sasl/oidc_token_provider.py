@@ -22,9 +22,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import weakref
 
 from pyprod.errors import KafkaConfigurationError, KafkaTimeoutError, SaslAuthenticationFailedError
+from pyprod.sasl import refresher
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +47,6 @@ def _jwt_exp(token):
         return float(claims["exp"])
     except (IndexError, ValueError, KeyError, TypeError):
         return None
-
-
-def _refresh_loop(ref, stop):
-    """The refresh thread: holds the provider only weakly, so a provider nobody holds any more
-    (its producer gone) stops its thread at the next wake-up even without close()."""
-    provider = ref()
-    wait = provider._refresh_delay(provider._lifetime)
-    del provider
-    while not stop.wait(max(wait, 0.0)):
-        provider = ref()
-        if provider is None:
-            return
-        wait = provider._refresh_once()
-        del provider
 
 
 class OidcTokenProvider:
@@ -150,9 +136,8 @@ class OidcTokenProvider:
     # -- the refresh thread ------------------------------------------------------------------------
     def _start(self):
         self._pid = os.getpid()
-        self._thread = threading.Thread(target=_refresh_loop, args=(weakref.ref(self), self._stop),
-                                        name="pyprod-oidc-refresh", daemon=True)
-        self._thread.start()
+        self._thread = refresher.start_thread(self, self._stop, self._refresh_delay(self._lifetime),
+                                              "pyprod-oidc-refresh")
 
     def _refresh_once(self):
         """One refresh attempt; the seconds until the next."""
