@@ -24,7 +24,7 @@ from pyprod import errors, fork_registry
 from pyprod.config_factories import (accumulator_settings, metadata_for, network_client_for,
                                      send_settings, sender_for)
 from pyprod.producer_metrics import ProducerMetrics
-from pyprod.sasl import oidc_token_provider
+from pyprod.sasl import aws_msk_iam, oidc_token_provider
 from pyprod.sender import now_ms
 from pyprod.transaction_manager import TransactionManager
 
@@ -68,7 +68,8 @@ class KafkaProducer:
     def __init__(self, **configs):
         self._closed = True  # until fully built, so close()/__del__ are safe on a failed init
         self.config = configuration.build(**configs)
-        self._token_provider = oidc_token_provider.for_producer(self.config)  # OIDC, or None
+        self._token_provider = (oidc_token_provider.for_producer(self.config)  # OIDC,
+                                or aws_msk_iam.for_producer(self.config))  # AWS, or None
         self._fork_generation = kcore.fork_generation()
         self._build()
         self._closed = False

@@ -11,16 +11,23 @@ import datetime
 import hashlib
 import hmac
 import json
+import logging
+import os
+import threading
 import time
 import urllib.parse
 
 from pyprod.errors import KafkaConfigurationError
+from pyprod.sasl import refresher
+
+log = logging.getLogger(__name__)
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "kafka-cluster"
 ACTION = SERVICE + ":Connect"
 VERSION = "2020_10_22"
 EXPIRES = "900"
+CREDENTIALS_KEY = "_aws_msk_iam_credentials"  # the producer's AwsMskIamCredentials, in its config
 _UNRESERVED = "-._~"  # with letters and digits (urllib's quote keeps those)
 
 
@@ -96,28 +103,93 @@ def payload(host, access_key, secret_key, region, token=None, now=None):
     return json.dumps(msg, separators=(",", ":")).encode("utf-8")
 
 
-class AwsMskIamSaslClient:
-    name = "AWS_MSK_IAM"
+class AwsMskIamCredentials:
+    """botocore's session, credentials and region, resolved ONCE per producer (its constructor:
+    missing credentials or region -> KafkaConfigurationError at once). The Sender's
+    authentications only read :meth:`frozen` from memory. Refreshable credentials (botocore's
+    RefreshableCredentials: instance roles, SSO, assumed roles) are refreshed every
+    ``REFRESH_PERIOD_S`` on a daemon thread (botocore fetches anew within 15 min of expiry);
+    a failed refresh keeps the current ones and logs its type. ``close()`` stops the thread."""
 
-    def __init__(self, host, clock=time.time):
-        self._host = host
-        self._clock = clock
+    REFRESH_PERIOD_S = 60.0
+    clock = staticmethod(time.time)  # the signing clock (tests skew it)
 
-    def first(self):
+    def __init__(self, hosts=()):
+        check_available()
         import botocore.session
-        session = botocore.session.Session()
-        creds = session.get_credentials()
-        if creds is None:
+        try:
+            session = botocore.session.Session()
+            source = session.get_credentials()
+            region = session.get_config_variable("region")
+        except Exception as e:  # a broken profile, an unreachable SSO... (no secret in the type)
+            raise KafkaConfigurationError("AWS_MSK_IAM: botocore could not resolve AWS "
+                                          "credentials: %s" % type(e).__name__) from None
+        if source is None:
             raise KafkaConfigurationError(
                 "AWS_MSK_IAM: botocore found no AWS credentials (set AWS_ACCESS_KEY_ID/"
                 "AWS_SECRET_ACCESS_KEY, a profile or an instance role)")
-        creds = creds.get_frozen_credentials()
-        region = session.get_config_variable("region") or region_from_host(self._host)
-        if not region:
+        self.region = region or next(filter(None, map(region_from_host, hosts)), None)
+        if not self.region:
             raise KafkaConfigurationError(
                 "Unable to determine region for AWS MSK cluster. Is AWS_DEFAULT_REGION set?")
-        return payload(self._host, creds.access_key, creds.secret_key, region, creds.token,
-                       self._clock())
+        self._source = source
+        self._frozen = source.get_frozen_credentials()
+        self._stop = threading.Event()
+        self._thread, self._pid = None, os.getpid()
+        if hasattr(source, "refresh_needed"):  # RefreshableCredentials
+            self._thread = refresher.start_thread(self, self._stop, self.REFRESH_PERIOD_S,
+                                                  "pyprod-aws-msk-iam-refresh")
+
+    def _refresh_once(self):
+        try:
+            self._frozen = self._source.get_frozen_credentials()
+        except Exception as e:
+            log.warning("AWS_MSK_IAM credentials refresh failed (%s); signing with the current "
+                        "ones", type(e).__name__)
+        return self.REFRESH_PERIOD_S
+
+    def frozen(self):
+        """The current (access_key, secret_key, token) as botocore's ReadOnlyCredentials."""
+        if self._thread is not None and self._pid != os.getpid() and not self._stop.is_set():
+            self._pid = os.getpid()  # a forked child: its own refresh thread
+            self._thread = refresher.start_thread(self, self._stop, 0.0,
+                                                  "pyprod-aws-msk-iam-refresh")
+        return self._frozen
+
+    def close(self):
+        """Stop the refresh thread (idempotent)."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread() and self._pid == os.getpid():
+            t.join(5.0)
+
+    def __repr__(self):
+        return "<AwsMskIamCredentials region=%s>" % (self.region,)
+
+
+def for_producer(config):
+    """The AwsMskIamCredentials a producer with sasl_mechanism AWS_MSK_IAM makes (put in its
+    config under CREDENTIALS_KEY, closed by its close()), else None."""
+    if config.get("sasl_mechanism") != "AWS_MSK_IAM":
+        return None
+    creds = config[CREDENTIALS_KEY] = AwsMskIamCredentials([h for h, _ in config["bootstrap"]])
+    return creds
+
+
+class AwsMskIamSaslClient:
+    name = "AWS_MSK_IAM"
+
+    def __init__(self, host, credentials=None, clock=None):
+        self._host = host
+        self._credentials = credentials  # None: resolved at first() (direct use, no producer)
+        self._clock = clock
+
+    def first(self):
+        creds = self._credentials or AwsMskIamCredentials([self._host])
+        frozen = creds.frozen()
+        when = (self._clock or creds.clock)()
+        return payload(self._host, frozen.access_key, frozen.secret_key, creds.region,
+                       frozen.token, when)
 
     def evaluate(self, challenge):
         return None  # the broker's JSON answer came without an error: authenticated
