@@ -17,8 +17,7 @@ import hashlib
 import os
 import subprocess
 
-from pyprod.local_broker.jars import (KafkaLibsUnavailable, _cache_dir, ensure_kafka_libs,
-                                      maven_libs)
+from pyprod.local_broker.jars import KafkaLibsUnavailable, ensure_kafka_libs, maven_libs
 from tests.harness.security import SecureKafkaCluster
 
 ACCESS_KEY = "AKIAPYPRODTEST000001"
@@ -47,8 +46,7 @@ def verifier_classes(version: str | None = None) -> str:
             raise KafkaLibsUnavailable("javac could not build the AWS_MSK_IAM verifier:\n"
                                        + (res.stdout + res.stderr)[-3000:])
 
-    cache = os.path.join(os.path.dirname(_cache_dir("x")), "msk-iam-verifier-"
-                         + os.path.basename(os.path.dirname(libs)))
+    cache = os.path.join(os.path.dirname(libs), "msk-iam-verifier")  # beside the broker's jars
     return maven_libs(cache, digest.hexdigest() + "\n", compile_into, "the AWS_MSK_IAM verifier")
 
 

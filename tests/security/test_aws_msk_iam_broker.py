@@ -15,6 +15,7 @@ import pytest
 
 from pyprod import KafkaProducer, errors
 from pyprod.sasl import aws_msk_iam
+from tests.harness.forked import needs_fork, run_forked
 from tests.harness.msk_iam_broker import (ACCESS_KEY, REGION, SECRET_KEY, SESSION_TOKEN,
                                           MskIamKafkaCluster)
 from tests.harness.readback import read_all_kafka_python
@@ -161,3 +162,78 @@ def test_refreshable_credentials_off_the_sender(msk_kafka, aws_env):
     assert not creds._thread.is_alive()
     got = read_all_kafka_python(msk_kafka.bootstrap_servers, topic, expected_count=2)
     assert [r.value for r in got] == [b"refreshed", b"again"]
+
+
+def test_refresh_rotates_and_survives_failures(aws_env, caplog):
+    """The refresher's new keys sign the next authentication; a failed refresh keeps the current
+    keys and logs its type only. No broker: the signing keys are read from the payload."""
+    import json
+    from botocore.credentials import RefreshableCredentials
+    import botocore.session
+    calls, go, rotated, failed = [], threading.Event(), threading.Event(), threading.Event()
+
+    def metadata():
+        if threading.current_thread().name != "MainThread":
+            go.wait()  # the refresher waits until the construction's keys are checked
+        calls.append(threading.current_thread().name)
+        if len(calls) > 3:
+            failed.set()
+            raise RuntimeError("metadata service down")
+        if len(calls) == 3:
+            rotated.set()
+        expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)
+        return {"access_key": "AKIAROTATED%d" % len(calls), "secret_key": SECRET_KEY,
+                "token": None, "expiry_time": expiry.isoformat()}
+    aws_env.setattr(botocore.session.Session, "get_credentials", lambda session:
+                    RefreshableCredentials.create_from_metadata(metadata(), metadata, "test"))
+    aws_env.setattr(aws_msk_iam.AwsMskIamCredentials, "REFRESH_PERIOD_S", 0.05)
+    creds = aws_msk_iam.AwsMskIamCredentials(["127.0.0.1"])
+    try:
+        def signed_by():
+            msg = json.loads(aws_msk_iam.AwsMskIamSaslClient("127.0.0.1", creds).first())
+            return msg["x-amz-credential"].split("/")[0]
+        assert calls == ["MainThread", "MainThread"] and signed_by() == "AKIAROTATED2"
+        go.set()
+        assert rotated.wait(30) and failed.wait(30)
+        assert signed_by() == "AKIAROTATED3"  # the last good refresh
+        assert set(calls[2:]) == {"pyprod-aws-msk-iam-refresh"}
+    finally:
+        go.set()
+        creds.close()
+    assert not creds._thread.is_alive()
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("pyprod")]
+    assert any("refresh failed (RuntimeError)" in m for m in ours)
+    assert not [m for m in ours if "service down" in m or SECRET_KEY in m]  # the type only
+
+
+@needs_fork
+def test_forked_child_gets_its_own_refresher(aws_env):
+    """A forked child's first signing starts the child's own refresh thread (threads do not
+    survive fork), which refreshes there."""
+    from botocore.credentials import RefreshableCredentials
+    import botocore.session
+    refreshed = threading.Event()
+
+    def metadata():
+        if threading.current_thread().name == "pyprod-aws-msk-iam-refresh":
+            refreshed.set()
+        expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)
+        return {"access_key": ACCESS_KEY, "secret_key": SECRET_KEY, "token": None,
+                "expiry_time": expiry.isoformat()}
+    aws_env.setattr(botocore.session.Session, "get_credentials", lambda session:
+                    RefreshableCredentials.create_from_metadata(metadata(), metadata, "test"))
+    aws_env.setattr(aws_msk_iam.AwsMskIamCredentials, "REFRESH_PERIOD_S", 3600.0)
+    creds = aws_msk_iam.AwsMskIamCredentials(["127.0.0.1"])
+    parent_thread = creds._thread
+
+    def child():
+        assert not refreshed.is_set()
+        assert creds.frozen().access_key == ACCESS_KEY  # restarts the refresher, waiting 0 s
+        assert creds._thread is not parent_thread and refreshed.wait(30)
+        creds.close()
+        assert not creds._thread.is_alive()
+    try:
+        run_forked(child)
+        assert creds._thread is parent_thread and parent_thread.is_alive()
+    finally:
+        creds.close()
