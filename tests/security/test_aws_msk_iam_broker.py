@@ -95,13 +95,20 @@ def _skew_clock(env):
 ], ids=["wrong-secret", "clock-past-expiry", "wrong-region"])
 def test_refused_typed_without_secret(msk_kafka, aws_env, caplog, change, reason):
     """A typed SaslAuthenticationFailedError with the broker's reason (not a timeout: the refusal
-    ends the wait), no secret in the logs or the exception."""
+    ends the wait), from the constructor's bootstrap and, with api_version given, from send();
+    no secret in the logs or the exceptions."""
     change(aws_env)
     cfg = msk_kafka.client_config("SASL_SSL", "AWS_MSK_IAM")
+    shown = []
     with caplog.at_level(logging.DEBUG):
         with pytest.raises(errors.SaslAuthenticationFailedError, match=reason) as info:
             KafkaProducer(max_block_ms=60_000, bootstrap_timeout_ms=60_000, **cfg).close()
-    shown = caplog.text + "".join(traceback.format_exception(info.value))
+        shown.append(info.value)
+        with KafkaProducer(api_version=(2, 8, 0), max_block_ms=60_000, **cfg) as producer:
+            with pytest.raises(errors.SaslAuthenticationFailedError, match=reason) as info:
+                producer.send(_topic(msk_kafka), b"refused").get(timeout=60)  # no bootstrap
+        shown.append(info.value)
+    shown = caplog.text + "".join("".join(traceback.format_exception(e)) for e in shown)
     assert not [s for s in SECRETS if s in shown]
 
 

@@ -4,8 +4,10 @@ One message: a JSON object carrying an AWS SigV4 presigned ``kafka-cluster:Conne
 the broker's host (aws-msk-iam-auth's format, version 2020_10_22), then the broker's verdict.
 Credentials come from botocore's default chain (environment, shared config/profile, instance
 role...), the region from botocore's config (AWS_DEFAULT_REGION, the profile) or else from an MSK
-broker host name (``b-1.<cluster>.<id>.c2.kafka.<region>.amazonaws.com``). botocore is optional:
-``pip install pyprod[aws]``. The secret key and session token never appear in a repr or a log.
+bootstrap host name (``b-1.<cluster>.<id>.c2.kafka.<region>.amazonaws.com``), all resolved once
+by the producer's constructor (:class:`AwsMskIamCredentials`, :func:`for_producer`); the Sender
+thread signs from memory. botocore is optional: ``pip install pyprod[aws]``. The secret key and
+session token never appear in a repr or a log.
 """
 import datetime
 import hashlib
