@@ -65,7 +65,8 @@ class Sender(threading.Thread):
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         self.transaction_timeout_ms = transaction_timeout_ms
-        # Without idempotence, max_in_flight=1 keeps order by muting a partition while it sends.
+        # Without idempotence, max_in_flight=1 keeps order by muting a partition while it sends
+        # (Java's rule); keep_partition_order() mutes with any max_in_flight.
         self.guarantee_order = txn_partitions is None and \
             max_in_flight_requests_per_connection == 1
         self._init_pid_in_flight = False
@@ -79,6 +80,15 @@ class Sender(threading.Thread):
         self._split_parents = self.produce_loop.split_parents
 
     # -- lifecycle --------------------------------------------------------------------------
+    def keep_partition_order(self):
+        """One batch of a partition in flight at a time whatever max_in_flight, so a retry never
+        reorders a partition while other partitions share the connection's 5 requests
+        (pyprod.aio without idempotence, as aiokafka). Before start(); with idempotence, no
+        muting: sequence numbers keep the order."""
+        assert not self.is_alive(), "keep_partition_order() before the Sender starts"
+        if self.txn_partitions is None:
+            self.guarantee_order = self.produce_loop.guarantee_order = True
+
     def set_transactions(self, transaction_manager):
         """A transactional producer: each loop runs its TransactionManager's step first."""
         self.transaction_manager = transaction_manager
