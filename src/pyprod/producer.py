@@ -64,6 +64,7 @@ class KafkaProducer:
     """
 
     DEFAULT_CONFIG = configuration.DEFAULTS
+    _keep_partition_order = False  # pyprod.aio's subclass sets it: see the Sender's
 
     def __init__(self, **configs):
         self._closed = True  # until fully built, so close()/__del__ are safe on a failed init
@@ -100,6 +101,8 @@ class KafkaProducer:
         self._metrics = collections.Counter()
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
                                   self._txn_partitions, self._metrics)
+        if self._keep_partition_order:  # before the Sender starts
+            self._sender.keep_partition_order()
         self._producer_metrics = ProducerMetrics.for_producer(self)  # metrics(), its reporters
         # transaction_manager: a hook for pyprod.aio (a plain attribute: it reads it per send)
         self.transaction_manager = None
