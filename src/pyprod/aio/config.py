@@ -109,13 +109,6 @@ def producer_config(c, acks, partitioner, loop):
                max_block_ms=c["request_timeout_ms"],
                delivery_timeout_ms=max(pyprod_config.DEFAULTS["delivery_timeout_ms"],
                                        c["linger_ms"] + c["request_timeout_ms"]))
-    if not c["enable_idempotence"]:
-        # aiokafka's default is non-idempotent (pyprod's is idempotent). Without sequences a
-        # retried batch goes back to the head of its queue, so with 2+ batches of a partition
-        # in flight a retry reorders it (any non-idempotent KafkaProducer: nothing aio-specific).
-        # aiokafka never reorders (one batch a partition in flight); pyprod's Sender does the
-        # same, muting a partition while it sends, only with max_in_flight 1.
-        out["max_in_flight_requests_per_connection"] = 1
     if c["transactional_id"] is not None:
         out["transaction_timeout_ms"] = c["transaction_timeout_ms"]
     if c["security_protocol"].startswith("SASL_"):

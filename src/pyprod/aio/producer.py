@@ -234,8 +234,17 @@ class AIOKafkaProducer(Transactions):
         return "<pyprod.aio.AIOKafkaProducer client_id=%s>" % (self._config["client_id"],)
 
 
+class _Producer(KafkaProducer):
+    """aiokafka's order without idempotence (its default; pyprod's is idempotent): one batch
+    of a partition in flight, so a retried batch goes back to the head of its queue before the
+    next one leaves, while other partitions keep the connection's 5 requests in flight (a plain
+    KafkaProducer, as Java's, keeps order only with max_in_flight 1). Idempotent: sequence
+    numbers keep the order, nothing is muted."""
+    _keep_partition_order = True
+
+
 def _make_producer(config, transactional):
-    producer = KafkaProducer(**config)
+    producer = _Producer(**config)
     if transactional:
         try:
             producer.init_transactions()
