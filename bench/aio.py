@@ -12,8 +12,14 @@ interleaved with the order rotated, medians over rounds, every record counted on
 
     python bench/aio.py                       # 3 rounds, 1,000,000 records per run
     python bench/aio.py --rounds 1 --records 100000 --bootstrap 127.0.0.1:9092
+    python bench/aio.py --broker mock --clients pyprod.aio,pyprod.aio-mif1,aiokafka --out x.json
 
-Writes bench/results/aio.json.
+``--broker mock``: librdkafka's mock cluster (the clients' own cost). ``pyprod.aio-mif1`` is
+pyprod.aio as before issue 44 part 3 (max_in_flight_requests_per_connection=1 without
+idempotence), for a before/after in the same run. Each run also gives ``others``: the machine's
+busy CPU meanwhile less the client's and the broker's, per second of the run (a shared machine).
+
+Writes bench/results/aio.json (or --out).
 """
 from __future__ import annotations
 
@@ -25,9 +31,12 @@ import statistics
 import sys
 import time
 
+import _mock_broker
+from _runs import machine_cpu_s
 import compare
 
 CLIENTS = ("pyprod.aio", "aiokafka", "confluent-kafka-aio")
+MORE = ("pyprod.aio-mif1",)  # by --clients only
 WORKLOAD = "100B"
 
 
@@ -37,6 +46,20 @@ def _run_pyprod_aio(spec):
     import pyprod.aio
     aiokafka.AIOKafkaProducer = pyprod.aio.AIOKafkaProducer  # compare's runner imports it
     return compare._run_aiokafka(spec)
+
+
+def _run_pyprod_aio_mif1(spec):
+    from pyprod.aio import config
+
+    make = config.producer_config
+
+    def before(c, *args):  # the 1 request in flight pyprod.aio asked for without idempotence
+        out = make(c, *args)
+        if not c["enable_idempotence"]:
+            out["max_in_flight_requests_per_connection"] = 1
+        return out
+    config.producer_config = before
+    return _run_pyprod_aio(spec)
 
 
 def _run_confluent_aio(spec):
@@ -64,7 +87,8 @@ def _run_confluent_aio(spec):
     return asyncio.run(run())
 
 
-RUNNERS = {"pyprod.aio": _run_pyprod_aio, "aiokafka": compare._run_aiokafka,
+RUNNERS = {"pyprod.aio": _run_pyprod_aio, "pyprod.aio-mif1": _run_pyprod_aio_mif1,
+           "aiokafka": compare._run_aiokafka,
            "confluent-kafka-aio": _run_confluent_aio}
 
 
@@ -79,8 +103,15 @@ def run_once(broker, client, records, timeout):
     spec = dict(compare.workload_spec(WORKLOAD), client=client, records=records, rate=0,
                 bootstrap=broker.bootstrap, topic=topic, partitions=compare.PARTITIONS)
     broker.create(topic)
+    broker_cpu, machine, started = broker.cpu_s(), machine_cpu_s(), time.monotonic()
     out = compare.run_measured([sys.executable, os.path.abspath(__file__), "--child",
                                 json.dumps(spec)], timeout)
+    others = None
+    if machine is not None:  # CPU s per s that neither the client nor the broker took
+        busy = machine_cpu_s()[0] - machine[0] - out["cpu_s"]
+        if broker_cpu is not None:
+            busy -= broker.cpu_s() - broker_cpu
+        others = round(max(0.0, busy) / (time.monotonic() - started), 2)
     line = [s for s in out["stdout"].splitlines() if s.startswith("{")]
     landed = broker.count(topic)
     broker.delete(topic)
@@ -91,7 +122,8 @@ def run_once(broker, client, records, timeout):
                            f"{records + compare.PARTITIONS}")
     res = json.loads(line[-1])
     return {"client": client, "records_per_s": records / res["wall_s"],
-            "cpu_s_per_million": res["cpu_s"] / records * 1e6, "peak_rss_mb": out["peak_rss_mb"]}
+            "cpu_s_per_million": res["cpu_s"] / records * 1e6, "peak_rss_mb": out["peak_rss_mb"],
+            "others": others}
 
 
 def main(argv=None) -> int:
@@ -101,13 +133,19 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--bootstrap", help="an existing broker (default: start one)")
+    ap.add_argument("--broker", choices=("kafka", "mock"), default="kafka")
+    ap.add_argument("--out", default="aio.json", help="file name in bench/results")
     args = ap.parse_args(argv)
     if args.child:
         return child(json.loads(args.child))
     clients = args.clients.split(",")
     runs = []
-    compare.broker_data_on_tmpfs()
-    with compare.Broker(args.bootstrap) as broker:
+    mock = args.broker == "mock"
+    if mock and args.bootstrap:
+        ap.error("--broker mock starts its own mock cluster")
+    if not mock:
+        compare.broker_data_on_tmpfs()
+    with (_mock_broker.MockBroker() if mock else compare.Broker(args.bootstrap)) as broker:
         for r in range(args.rounds):
             for client in clients[r % len(clients):] + clients[:r % len(clients)]:
                 runs.append(dict(run_once(broker, client, args.records,
@@ -120,8 +158,9 @@ def main(argv=None) -> int:
         print(f"{c:22} {s['records_per_s']:>12,.0f} records/s  "
               f"{s['cpu_s_per_million']:6.2f} CPU s per 1M  {s['peak_rss_mb']:6.0f} MiB")
     os.makedirs(compare.RESULTS, exist_ok=True)
-    with open(os.path.join(compare.RESULTS, "aio.json"), "w") as f:
+    with open(os.path.join(compare.RESULTS, args.out), "w") as f:
         json.dump({"workload": WORKLOAD, "records": args.records, "runs": runs,
+                   "broker": _mock_broker.LABEL if mock else "Apache Kafka (1 node)",
                    "summary": summary, "machine": compare.machine_info(),
                    "date": time.strftime("%Y-%m-%d %H:%M:%S")}, f, indent=1)
     return 0
