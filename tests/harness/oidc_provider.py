@@ -6,7 +6,8 @@ client-credentials grant: Basic auth or form client_id/client_secret, optional s
 ``cryptography``: ``sub`` = client id, ``aud`` = ``audience``, ``exp`` = now + ``lifetime_s``.
 Controls (attributes, changeable while running): ``lifetime_s``, ``audience``, ``delay_s`` (the
 token endpoint answers slowly), ``fail_status`` (answer that HTTP status instead of a token),
-``allowed_scopes``. ``fetches`` counts the tokens issued.
+``allowed_scopes``. ``fetches`` counts the tokens issued, ``requests`` every token request
+(refused ones too).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class OidcProvider:
         self.delay_s = 0.0
         self.fail_status = None
         self.fetches = 0
+        self.requests = 0
         from cryptography.hazmat.primitives.asymmetric import rsa  # the wheel tests lack it
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = "pyprod-test-key"
@@ -66,6 +68,7 @@ class OidcProvider:
 
     def _grant(self, headers, body: bytes):
         """(status, JSON dict) for a token request."""
+        self.requests += 1
         if self.delay_s:
             time.sleep(self.delay_s)
         if self.fail_status:
