@@ -381,3 +381,14 @@ def test_threads_tiny_run_on_the_mock(tmp_path, capsys):
     assert [(r["threads"], r["records"]) for r in saved["rows"]] == [(1, 3000), (2, 3000)]
     assert all(isinstance(r["gil_enabled"], bool) for r in saved["runs"])
     assert "| 2 |" in capsys.readouterr().out and (tmp_path / "t.md").exists()
+
+
+def test_loop_shapes_tiny_run(tmp_path):
+    shapes = _load("loop_shapes")
+    out = tmp_path / "shapes"
+    assert shapes.main(["--rounds", "1", "--records", "3000", "--out", str(out)]) == 0
+    table = (tmp_path / "shapes.md").read_text()
+    for shape in shapes.SHAPES:
+        assert f"| {shape} |" in table
+    runs = json.loads((tmp_path / "shapes.json").read_text())["runs"]
+    assert sorted(r["shape"] for r in runs) == sorted(shapes.SHAPES)
