@@ -156,3 +156,57 @@ def test_no_await_no_loop_work(k):
         assert futures[-1].get().offset == 99
         return loop.wakeups
     assert run(main) == 0
+
+
+class SoonCountingLoop(asyncio.SelectorEventLoop):
+    """Counts call_soon: the Handles made on the loop's own thread."""
+    handles = 0
+
+    def call_soon(self, *args, **kwargs):
+        self.handles += 1
+        return super().call_soon(*args, **kwargs)
+
+
+def test_record_future_callbacks_soon_in_order_one_handle(k):
+    """pyprod.aio's RecordFuture: callbacks added to done futures (asyncio.gather of a window
+    of acknowledged records) run soon, never inside add_done_callback, in order, each in its
+    context, in one loop callback; one that raises goes to the loop's exception handler and
+    the others still run. Callbacks of pending ones run in kcore's one wakeup, not one each."""
+    import contextvars
+
+    from pyprod.aio.record_future import RecordFuture
+    var = contextvars.ContextVar("var", default="none")
+    caught = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: caught.append(context["exception"]))
+        result, kf = records(k, 1000)
+        result.done(500, -1)
+        futures = [RecordFuture(f, loop) for f in kf]
+        seen = []
+        ctx = contextvars.copy_context()
+        ctx.run(var.set, "mine")
+        before = loop.handles
+        futures[0].add_done_callback(lambda f: seen.append(("ctx", var.get())), context=ctx)
+        futures[1].add_done_callback(lambda f: 1 / 0)
+        for f in futures:
+            f.add_done_callback(lambda f: seen.append(f.result().offset))
+        assert seen == [] and loop.handles == before + 1  # soon, one Handle for all
+        metas = await asyncio.gather(*futures)
+        assert [m.offset for m in metas] == list(range(500, 1500))
+        assert seen == [("ctx", "mine")] + list(range(500, 1500))
+        assert len(caught) == 1 and isinstance(caught[0], ZeroDivisionError)
+        pending_result, pending = records(k, 100)
+        waits = [RecordFuture(f, loop) for f in pending]
+        gathered = asyncio.gather(*waits)
+        await asyncio.sleep(0)
+        before = loop.handles
+        in_thread(lambda: pending_result.done(0, -1))
+        assert [m.offset for m in await gathered] == list(range(100))
+        assert loop.handles - before < 10  # not one per record
+    loop = SoonCountingLoop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()

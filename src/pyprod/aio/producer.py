@@ -31,6 +31,8 @@ from pyprod.producer import KafkaProducer
 
 __all__ = ["AIOKafkaProducer"]
 
+_PLAIN = frozenset((bytes, type(None)))  # keys and values send() takes as they are
+
 
 def _running_loop():
     try:
@@ -78,6 +80,9 @@ class AIOKafkaProducer(Transactions):
         self._key_serializer = c["key_serializer"]
         self._value_serializer = c["value_serializer"]
         self._batch_size = c["max_batch_size"]
+        self._low_mark = 2 * self._batch_size  # send() goes to a thread below this much memory
+        self._serializing = self._key_serializer is not None or \
+            self._value_serializer is not None
         self._transactional_id = c["transactional_id"]
         self._no_ack = acks == 0
         self._config = aio_config.producer_config(c, acks, _partitioner(partitioner), loop)
@@ -147,10 +152,17 @@ class AIOKafkaProducer(Transactions):
         if topic not in self._partitions or (
                 partition is not None and partition not in self._partitions[topic]):
             await self._wait_for_partition(topic, partition)
-        key, value = serialize(self._key_serializer, self._value_serializer, key, value)
-        args = (producer, topic, value, key, headers, partition, timestamp_ms)
-        future = self._append(*args) if not self._low_memory() else \
-            await self._append_soon(*args)
+        if self._serializing or key.__class__ not in _PLAIN or value.__class__ not in _PLAIN:
+            key, value = serialize(self._key_serializer, self._value_serializer, key, value)
+        if self._pool.available_memory >= self._low_mark:  # (_low_memory(), inline)
+            try:
+                future = producer.send(topic, value=value, key=key, headers=headers,
+                                       partition=partition, timestamp_ms=timestamp_ms)
+            except errors.KafkaError as e:
+                raise translate(e) from None
+        else:
+            future = await self._append_soon(producer, topic, value, key, headers, partition,
+                                             timestamp_ms)
         return RecordFuture(future, self._loop, self._no_ack)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
@@ -204,7 +216,7 @@ class AIOKafkaProducer(Transactions):
 
     def _low_memory(self):
         """The buffer is nearly full: pyprod's send() may block (up to max_block_ms)."""
-        return self._pool.available_memory < 2 * self._batch_size
+        return self._pool.available_memory < self._low_mark
 
     @staticmethod
     def _append(producer, topic, value, key, headers, partition, timestamp_ms):
