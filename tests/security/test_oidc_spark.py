@@ -2,7 +2,7 @@
 extension_<name> in kafka.sasl.jaas.config plus kafka.sasl.oauthbearer.token.endpoint.url map
 to pyprod's sasl_oauthbearer_* keys, checked on the driver without fetching a token; the
 executor-side producer built from them writes to a broker that validates the JWTs (Apache
-Kafka's OAuthBearerValidatorCallbackHandler, fixtures in conftest.py)."""
+Kafka's OAuthBearerValidatorCallbackHandler, fixtures in tests/harness/oidc_fixtures.py)."""
 import pytest
 
 from pyprod import KafkaProducer
