@@ -4,7 +4,9 @@ Sender does), kafka-python's Future, BatchFuture, and pyprod's TransactionalRequ
 Completion wakes the loop with call_soon_threadsafe once per completion pass, never per
 record; the sync API is unchanged. No broker."""
 import asyncio
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -210,3 +212,8 @@ def test_record_future_callbacks_soon_in_order_one_handle(k):
         loop.run_until_complete(main())
     finally:
         loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    caught.clear()  # its traceback holds the loop
+    gc.collect()
+    assert gone() is None  # the loop's batch of callbacks does not keep it

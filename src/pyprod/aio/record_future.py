@@ -48,17 +48,27 @@ def _call(fn, future, context):
 
 class _Soon:
     """One loop's callbacks added to done RecordFutures: run soon, in order, in one loop
-    callback (asyncio.gather of 10,000 done futures: one Handle, not 10,000)."""
+    callback (asyncio.gather of 10,000 done futures: one Handle, not 10,000). It holds its
+    loop weakly (a closed loop and its _Soon go together)."""
 
-    __slots__ = ("loop", "calls", "__weakref__")
+    __slots__ = ("_loop", "calls")
 
     def __init__(self, loop):
-        self.loop, self.calls = loop, []
+        try:
+            self._loop = weakref.ref(loop)
+        except TypeError:  # a loop type without weak references: held (and not cached)
+            self._loop = lambda: loop
+        self.calls = []
 
     def add(self, fn, future, context):
-        self.calls.append((fn, future, context))
-        if len(self.calls) == 1:
-            self.loop.call_soon(self._run)
+        calls = self.calls
+        calls.append((fn, future, context))
+        if len(calls) == 1:
+            try:  # the future holds the loop: it is alive
+                self._loop().call_soon(self._run)
+            except BaseException:  # a closed loop: as asyncio's add_done_callback
+                calls.clear()
+                raise
 
     def _run(self):
         calls, self.calls = self.calls, []
@@ -72,11 +82,14 @@ _last_soon = [None]  # the last one asked for: most programs have one loop
 
 def _soon(loop):
     last = _last_soon[0]
-    if last is not None and last.loop is loop:
+    if last is not None and last._loop() is loop:
         return last
-    soon = _soons.get(loop)
-    if soon is None:
-        soon = _soons[loop] = _Soon(loop)
+    try:
+        soon = _soons.get(loop)
+        if soon is None:
+            soon = _soons[loop] = _Soon(loop)
+    except TypeError:
+        return _Soon(loop)
     _last_soon[0] = soon
     return soon
 
