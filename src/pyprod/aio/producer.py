@@ -154,12 +154,8 @@ class AIOKafkaProducer(Transactions):
             await self._wait_for_partition(topic, partition)
         if self._serializing or key.__class__ not in _PLAIN or value.__class__ not in _PLAIN:
             key, value = serialize(self._key_serializer, self._value_serializer, key, value)
-        if self._pool.available_memory >= self._low_mark:  # (_low_memory(), inline)
-            try:
-                future = producer.send(topic, value=value, key=key, headers=headers,
-                                       partition=partition, timestamp_ms=timestamp_ms)
-            except errors.KafkaError as e:
-                raise translate(e) from None
+        if self._pool.available_memory >= self._low_mark:  # not _low_memory(): no coroutine
+            future = self._append(producer, topic, value, key, headers, partition, timestamp_ms)
         else:
             future = await self._append_soon(producer, topic, value, key, headers, partition,
                                              timestamp_ms)
