@@ -55,7 +55,7 @@ def test_mechanism_uses_botocore_chain(monkeypatch, caplog):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     host = HOSTS[0][0]
     caplog.set_level(logging.DEBUG)
-    mech = aws_msk_iam.AwsMskIamSaslClient(host, clock=lambda: NOW)
+    mech = _mechanism(host)
     ours = mech.first()
     assert mech.evaluate(b'{"version":"2020_10_22","request-id":"x"}') is None
     kp = kafka_msk.SaslMechanismAwsMskIam(host=host, security_protocol="SASL_SSL")
@@ -67,6 +67,12 @@ def test_mechanism_uses_botocore_chain(monkeypatch, caplog):
     assert SECRET not in repr(mech) and SECRET not in caplog.text and TOKEN not in caplog.text
 
 
+def _mechanism(host):
+    """The mechanism with credentials resolved as a producer does, for ``host``, at NOW."""
+    return aws_msk_iam.AwsMskIamSaslClient(host, aws_msk_iam.AwsMskIamCredentials([host]),
+                                           clock=lambda: NOW)
+
+
 def test_region_from_host_when_botocore_has_none(monkeypatch):
     for var in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
@@ -74,10 +80,10 @@ def test_region_from_host_when_botocore_has_none(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     for host, region in HOSTS[:3]:
-        msg = json.loads(aws_msk_iam.AwsMskIamSaslClient(host, clock=lambda: NOW).first())
+        msg = json.loads(_mechanism(host).first())
         assert "/%s/kafka-cluster/" % region in msg["x-amz-credential"]
     with pytest.raises(KafkaConfigurationError, match="region"):
-        aws_msk_iam.AwsMskIamSaslClient("127.0.0.1").first()
+        aws_msk_iam.AwsMskIamCredentials(["127.0.0.1"])
 
 
 def test_config_checks():

@@ -31,7 +31,7 @@ def create(config, host):
                                 config["sasl_kerberos_name"])
     if name == "AWS_MSK_IAM":
         # the producer's credentials, resolved at its construction (no I/O here)
-        return aws_msk_iam.AwsMskIamSaslClient(host, config.get(aws_msk_iam.CREDENTIALS_KEY))
+        return aws_msk_iam.AwsMskIamSaslClient(host, config[aws_msk_iam.CREDENTIALS_KEY])
     raise KafkaConfigurationError("sasl_mechanism must be one of %s, got %r" % (MECHANISMS, name))
 
 

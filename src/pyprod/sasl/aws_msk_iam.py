@@ -181,13 +181,13 @@ def for_producer(config):
 class AwsMskIamSaslClient:
     name = "AWS_MSK_IAM"
 
-    def __init__(self, host, credentials=None, clock=None):
+    def __init__(self, host, credentials, clock=None):
         self._host = host
-        self._credentials = credentials  # None: resolved at first() (direct use, no producer)
+        self._credentials = credentials  # the producer's AwsMskIamCredentials
         self._clock = clock
 
     def first(self):
-        creds = self._credentials or AwsMskIamCredentials([self._host])
+        creds = self._credentials
         frozen = creds.frozen()
         when = (self._clock or creds.clock)()
         return payload(self._host, frozen.access_key, frozen.secret_key, creds.region,
