@@ -18,6 +18,9 @@
 # - FutureRecordMetadata: fixed once made (new_future), but _value: the RecordMetadata, made by
 #   the first thread that asks once the batch is done and stored under a critical section on
 #   the future (a no-op with the GIL) only if still unset; it is never replaced after.
+# - AioFutures, AioRecordFuture (future.pyx only; asyncio's futures): the loop's thread alone
+#   reads and writes them; other threads reach them only through a result's loop calls, which
+#   done() posts to the loop's waker. Their done() reads the results with done_c().
 cimport cython
 from libc.stdint cimport int64_t
 

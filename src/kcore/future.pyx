@@ -295,3 +295,219 @@ cdef FutureRecordMetadata new_future(ProduceRequestResult result, int64_t index,
     f._result, f._index, f._timestamp = result, index, timestamp_ms
     f._key_size, f._value_size, f._header_size = key_size, value_size, header_size
     return f
+
+
+# -- asyncio: a record's asyncio future (pyprod.aio's RecordFuture; pure twin: pure/future.py) --
+cdef extern from "Python.h":
+    object PyContext_CopyCurrent()
+    int PyContext_Enter(object context) except -1
+    int PyContext_Exit(object context) except -1
+
+
+cdef class AioFutures:
+    """The asyncio futures of one loop's records (kcore/_future.py's asyncio section): what they
+    share (the loop, its waker, the result type, the error translation) and the callbacks added
+    to done futures, run soon in one loop callback per pass (no Handle per record)."""
+    cdef readonly object loop
+    cdef object _waker, _metadata_type, _translate, _run_soon
+    cdef bint _no_ack
+    cdef list _soon  # flat [fn, future, context, ...]
+
+    def __init__(self, loop, metadata_type, translate, no_ack=False):
+        self.loop, self._waker = loop, _waker_of(loop)
+        self._metadata_type, self._translate, self._no_ack = metadata_type, translate, no_ack
+        self._run_soon, self._soon = self._run, []
+
+    def wrap(self, FutureRecordMetadata future not None, FutureRecordMetadata first=None):
+        """The asyncio future of ``future`` (of a send_batch: done with its first record too,
+        whose metadata it gives)."""
+        cdef AioRecordFuture f = AioRecordFuture.__new__(AioRecordFuture)
+        f._owner, f._future, f._first = self, future, first
+        return f
+
+    cdef int _add_soon(self, fn, AioRecordFuture future, context) except -1:
+        cdef list soon = self._soon
+        soon.append(fn)
+        soon.append(future)
+        soon.append(context)
+        if len(soon) == 3:
+            try:
+                self.loop.call_soon(self._run_soon)
+            except BaseException:  # a closed loop: as asyncio's add_done_callback
+                del soon[:]
+                raise
+        return 0
+
+    def _run(self):
+        cdef list soon = self._soon
+        cdef Py_ssize_t i
+        self._soon = []
+        for i in range(0, len(soon), 3):
+            _run_in(soon[i], <AioRecordFuture>soon[i + 1], soon[i + 2])
+
+
+cdef _run_in(fn, AioRecordFuture future, context):
+    """fn(future) as a Handle runs it: in context, an exception to the loop's handler."""
+    PyContext_Enter(context)
+    try:
+        fn(future)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        future._owner.loop.call_exception_handler({
+            "message": "Exception in callback %r" % (fn,), "exception": exc, "future": future})
+    finally:
+        PyContext_Exit(context)
+
+
+def _aio_wake(AioRecordFuture future):
+    """On the loop (a batched loop call): the record's batch completed."""
+    cdef list callbacks
+    cdef Py_ssize_t i
+    if future._cancelled:
+        return
+    if not future._done() and future._listen():  # a batch's first record still waits
+        return
+    callbacks, future._callbacks = future._callbacks or [], None
+    for i in range(0, len(callbacks), 2):
+        _run_in(callbacks[i], future, callbacks[i + 1])
+
+
+@cython.freelist(64)
+cdef class AioRecordFuture:
+    """One record's (or send_batch call's) asyncio future: asyncio.isfuture is true, and await,
+    gather, wait, wait_for and callbacks work as on asyncio.Future. It registers with the batch
+    only when somebody waits; done() turns true when the batch completes (any thread), callbacks
+    run on the loop. cancel() does not stop the record. Loop thread only (future.pxd)."""
+    cdef AioFutures _owner
+    cdef FutureRecordMetadata _future, _first
+    cdef list _callbacks  # flat [fn, context, ...] while registered, else None
+    cdef object _value, _exception
+    cdef bint _settled, _cancelled
+    cdef public bint _asyncio_future_blocking
+    cdef object __weakref__
+
+    def __init__(self):
+        raise TypeError("made by AioFutures.wrap()")
+
+    cdef inline bint _done(self):
+        return self._cancelled or (self._future._result.done_c() and
+                                   (self._first is None or self._first._result.done_c()))
+
+    cdef bint _listen(self) except -1:
+        """Have the loop run _aio_wake(self) when the batch completes; False if it has."""
+        waiting = self._future
+        if self._first is not None and self._future._result.done_c():
+            waiting = self._first
+        return _register((<FutureRecordMetadata>waiting)._result, True, self._owner._waker,
+                         _aio_wake, self)
+
+    cdef int _settle(self) except -1:
+        """Make the outcome of a done future once (asyncio's errors otherwise)."""
+        if self._cancelled:
+            raise _asyncio().CancelledError()
+        if self._settled:
+            return 0
+        if not self._done():
+            raise _asyncio().InvalidStateError("Result is not ready.")
+        for f in (self._first, self._future):
+            if f is not None:
+                exc = _exception(<FutureRecordMetadata>f)
+                if exc is not None:
+                    self._exception = self._owner._translate(exc)
+                    break
+        if self._exception is None and not self._owner._no_ack:
+            self._value = _aio_metadata(self._owner._metadata_type,
+                                        self._first if self._first is not None else self._future)
+        self._settled = True
+        return 0
+
+    def done(self):
+        return self._done()
+
+    def cancelled(self):
+        return self._cancelled
+
+    def result(self):
+        if not self._settled or self._cancelled:
+            self._settle()
+        if self._exception is not None:
+            raise self._exception
+        return self._value
+
+    def exception(self):
+        if not self._settled or self._cancelled:
+            self._settle()
+        return self._exception
+
+    def get_loop(self):
+        return self._owner.loop
+
+    def add_done_callback(self, fn, *, context=None):
+        if context is None:
+            context = PyContext_CopyCurrent()
+        if self._callbacks is not None:  # registered: the wake runs them, in order
+            self._callbacks.append(fn)
+            self._callbacks.append(context)
+        elif self._done() or not self._listen():
+            self._owner._add_soon(fn, self, context)
+        else:
+            self._callbacks = [fn, context]
+
+    def remove_done_callback(self, fn):
+        cdef list callbacks = self._callbacks, kept = []
+        cdef Py_ssize_t i
+        if not callbacks:
+            return 0
+        for i in range(0, len(callbacks), 2):
+            if callbacks[i] != fn:
+                kept += callbacks[i:i + 2]
+        removed = (len(callbacks) - len(kept)) // 2
+        callbacks[:] = kept
+        return removed
+
+    def cancel(self, msg=None):
+        """Mark it cancelled and schedule its callbacks (the record is not stopped)."""
+        cdef list callbacks = self._callbacks
+        cdef Py_ssize_t i
+        if self._done():
+            return False
+        self._cancelled, self._callbacks = True, None
+        for i in range(0, len(callbacks or ()), 2):
+            self._owner.loop.call_soon(callbacks[i], self, context=callbacks[i + 1])
+        return True
+
+    def __await__(self):
+        if not self._done():
+            self._asyncio_future_blocking = True
+            yield self
+            if not self._done():
+                raise RuntimeError("await wasn't used with future")
+        return self.result()
+
+    def __iter__(self):
+        return self.__await__()
+
+    def __repr__(self):
+        state = "cancelled" if self._cancelled else "finished" if self._done() else "pending"
+        return "<%s %s>" % (type(self).__name__, state)
+
+
+cdef _aio_metadata(type metadata_type, FutureRecordMetadata f):
+    """aiokafka's RecordMetadata of a record of a done batch that succeeded (timestamp_type 1:
+    the broker's LogAppendTime; log_start_offset None)."""
+    cdef ProduceRequestResult r = f._result
+    cdef int64_t index = f._index
+    if r.pieces is not None:
+        r, index = _piece_of(r, index)
+    tp = r.topic_partition
+    t = tp if isinstance(tp, tuple) else tuple(tp)
+    args = (((<tuple>t)[0], (<tuple>t)[1], tp, r.base_offset + index if r.base_offset != -1
+             else -1, r.log_append_time if r.log_append_time != -1 else f._timestamp,
+             1 if r.log_append_time != -1 else 0, None),)
+    return _tuple_new(metadata_type, <PyObject*>args, NULL)
+
+
+def _asyncio():
+    import asyncio  # only a failed or early result() pays for asyncio's import
+    return asyncio

@@ -11,8 +11,7 @@ import pytest
 
 import kcore
 from pyprod import errors
-from pyprod.aio import (AIOKafkaProducer, IllegalOperation, ProducerClosed, ProducerFenced,
-                        RecordFuture)
+from pyprod.aio import AIOKafkaProducer, IllegalOperation, ProducerClosed, ProducerFenced
 from pyprod.aio.errors import translate
 
 aiokafka_errors = pytest.importorskip("aiokafka.errors")
@@ -122,12 +121,13 @@ def test_error_rule_without_aiokafka():
     assert out.stdout.strip() == "ok", out.stderr
 
 
-def test_record_future_is_an_asyncio_future(k):
+def test_record_future_is_an_asyncio_future(k, futures_of):
     async def main():
         loop = asyncio.get_running_loop()
         result = k.ProduceRequestResult(k.TopicPartition("t", 1))
         kf = [k.FutureRecordMetadata(result, i, 1000, 1, 2, 0) for i in range(3)]
-        a, b, c = (RecordFuture(f, loop) for f in kf)
+        futures = futures_of(loop)
+        a, b, c = (futures.wrap(f) for f in kf)
         assert asyncio.isfuture(a) and not a.done()
         with pytest.raises(asyncio.InvalidStateError):
             a.result()
@@ -145,10 +145,10 @@ def test_record_future_is_an_asyncio_future(k):
         with pytest.raises(asyncio.CancelledError):
             await c
         failed = k.ProduceRequestResult(k.TopicPartition("t", 0))
-        f = RecordFuture(k.FutureRecordMetadata(failed, 0, 0, 0, 0, 0), loop)
+        f = futures.wrap(k.FutureRecordMetadata(failed, 0, 0, 0, 0, 0))
         failed.done(-1, -1, errors.InvalidProducerEpochError())
         assert isinstance(f.exception(), ProducerFenced)
-        no_ack = RecordFuture(kf[0], loop, no_ack=True)
+        no_ack = futures_of(loop, no_ack=True).wrap(kf[0])
         assert await no_ack is None
     asyncio.run(main())
 

@@ -169,14 +169,13 @@ class SoonCountingLoop(asyncio.SelectorEventLoop):
         return super().call_soon(*args, **kwargs)
 
 
-def test_record_future_callbacks_soon_in_order_one_handle(k):
+def test_record_future_callbacks_soon_in_order_one_handle(k, futures_of):
     """pyprod.aio's RecordFuture: callbacks added to done futures (asyncio.gather of a window
     of acknowledged records) run soon, never inside add_done_callback, in order, each in its
     context, in one loop callback; one that raises goes to the loop's exception handler and
     the others still run. Callbacks of pending ones run in kcore's one wakeup, not one each."""
     import contextvars
 
-    from pyprod.aio.record_future import RecordFuture
     var = contextvars.ContextVar("var", default="none")
     caught = []
 
@@ -185,7 +184,8 @@ def test_record_future_callbacks_soon_in_order_one_handle(k):
         loop.set_exception_handler(lambda _loop, context: caught.append(context["exception"]))
         result, kf = records(k, 1000)
         result.done(500, -1)
-        futures = [RecordFuture(f, loop) for f in kf]
+        wrap = futures_of(loop).wrap
+        futures = [wrap(f) for f in kf]
         seen = []
         ctx = contextvars.copy_context()
         ctx.run(var.set, "mine")
@@ -200,7 +200,7 @@ def test_record_future_callbacks_soon_in_order_one_handle(k):
         assert seen == [("ctx", "mine")] + list(range(500, 1500))
         assert len(caught) == 1 and isinstance(caught[0], ZeroDivisionError)
         pending_result, pending = records(k, 100)
-        waits = [RecordFuture(f, loop) for f in pending]
+        waits = [wrap(f) for f in pending]
         gathered = asyncio.gather(*waits)
         await asyncio.sleep(0)
         before = loop.handles

@@ -5,6 +5,7 @@ completing a batch costs nothing per record unless the record has callbacks (the
 The API is kafka-python's: is_done / value / exception, succeeded(), failed(), get(timeout),
 add_callback / add_errback / add_both.
 """
+import contextvars
 import threading
 
 from kcore._future import (BatchFuture, BatchMetadata, Future, RecordMetadata,  # noqa: F401
@@ -147,3 +148,177 @@ class FutureRecordMetadata(_Callbacks):
         if not self._result.add_thunk(self, callback, errback):
             _notify(self, callback, errback)
         return self
+
+
+# -- asyncio: a record's asyncio future (pyprod.aio's RecordFuture; compiled in future.pyx) -----
+class AioFutures:
+    """The asyncio futures of one loop's records (kcore/_future.py's asyncio section): what they
+    share (the loop, its waker, the result type, the error translation) and the callbacks added
+    to done futures, run soon in one loop callback per pass (no Handle per record)."""
+    __slots__ = ("loop", "_waker", "_metadata_type", "_translate", "_no_ack", "_soon")
+
+    def __init__(self, loop, metadata_type, translate, no_ack=False):
+        self.loop, self._waker = loop, _waker_of(loop)
+        self._metadata_type, self._translate, self._no_ack = metadata_type, translate, no_ack
+        self._soon = []  # flat [fn, future, context, ...]
+
+    def wrap(self, future, first=None):
+        """The asyncio future of ``future`` (of a send_batch: done with its first record too,
+        whose metadata it gives)."""
+        f = AioRecordFuture.__new__(AioRecordFuture)
+        f._owner, f._future, f._first = self, future, first
+        f._callbacks = f._value = f._exception = None
+        f._settled = f._cancelled = f._asyncio_future_blocking = False
+        return f
+
+    def _add_soon(self, fn, future, context):
+        soon = self._soon
+        soon += (fn, future, context)
+        if len(soon) == 3:
+            try:
+                self.loop.call_soon(self._run)
+            except BaseException:  # a closed loop: as asyncio's add_done_callback
+                soon.clear()
+                raise
+
+    def _run(self):
+        soon, self._soon = self._soon, []
+        for i in range(0, len(soon), 3):
+            _run_in(soon[i], soon[i + 1], soon[i + 2])
+
+
+def _run_in(fn, future, context):
+    """fn(future) as a Handle runs it: in context, an exception to the loop's handler."""
+    try:
+        context.run(fn, future)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        future._owner.loop.call_exception_handler({
+            "message": "Exception in callback %r" % (fn,), "exception": exc, "future": future})
+
+
+def _aio_wake(future):
+    """On the loop (a batched loop call): the record's batch completed."""
+    if future._cancelled:
+        return
+    if not future.done() and future._listen():  # a batch's first record still waits
+        return
+    callbacks, future._callbacks = future._callbacks or [], None
+    for i in range(0, len(callbacks), 2):
+        _run_in(callbacks[i], future, callbacks[i + 1])
+
+
+class AioRecordFuture:
+    """One record's (or send_batch call's) asyncio future: asyncio.isfuture is true, and await,
+    gather, wait, wait_for and callbacks work as on asyncio.Future. It registers with the batch
+    only when somebody waits; done() turns true when the batch completes (any thread), callbacks
+    run on the loop. cancel() does not stop the record. Loop thread only (future.pxd)."""
+    __slots__ = ("_owner", "_future", "_first", "_callbacks", "_value", "_exception",
+                 "_settled", "_cancelled", "_asyncio_future_blocking", "__weakref__")
+
+    def __init__(self):
+        raise TypeError("made by AioFutures.wrap()")
+
+    def _listen(self):
+        """Have the loop run _aio_wake(self) when the batch completes; False if it has."""
+        waiting = self._future
+        if self._first is not None and waiting.is_done:
+            waiting = self._first
+        return waiting._result.add_loop_call(self._owner.loop, _aio_wake, self)
+
+    def _settle(self):
+        """Make the outcome of a done future once (asyncio's errors otherwise)."""
+        if self._cancelled:
+            raise _asyncio().CancelledError()
+        if self._settled:
+            return
+        if not self.done():
+            raise _asyncio().InvalidStateError("Result is not ready.")
+        for f in (self._first, self._future):
+            if f is not None and f.exception is not None:
+                self._exception = self._owner._translate(f.exception)
+                break
+        if self._exception is None and not self._owner._no_ack:
+            self._value = _aio_metadata(self._owner._metadata_type, self._first or self._future)
+        self._settled = True
+
+    def done(self):
+        return self._cancelled or (self._future.is_done and
+                                   (self._first is None or self._first.is_done))
+
+    def cancelled(self):
+        return self._cancelled
+
+    def result(self):
+        if not self._settled or self._cancelled:
+            self._settle()
+        if self._exception is not None:
+            raise self._exception
+        return self._value
+
+    def exception(self):
+        if not self._settled or self._cancelled:
+            self._settle()
+        return self._exception
+
+    def get_loop(self):
+        return self._owner.loop
+
+    def add_done_callback(self, fn, *, context=None):
+        if context is None:
+            context = contextvars.copy_context()
+        if self._callbacks is not None:  # registered: the wake runs them, in order
+            self._callbacks += (fn, context)
+        elif self.done() or not self._listen():
+            self._owner._add_soon(fn, self, context)
+        else:
+            self._callbacks = [fn, context]
+
+    def remove_done_callback(self, fn):
+        callbacks = self._callbacks
+        if not callbacks:
+            return 0
+        kept = [x for i in range(0, len(callbacks), 2) if callbacks[i] != fn
+                for x in callbacks[i:i + 2]]
+        removed = (len(callbacks) - len(kept)) // 2
+        callbacks[:] = kept
+        return removed
+
+    def cancel(self, msg=None):
+        """Mark it cancelled and schedule its callbacks (the record is not stopped)."""
+        if self.done():
+            return False
+        callbacks, self._callbacks, self._cancelled = self._callbacks or (), None, True
+        for i in range(0, len(callbacks), 2):
+            self._owner.loop.call_soon(callbacks[i], self, context=callbacks[i + 1])
+        return True
+
+    def __await__(self):
+        if not self.done():
+            self._asyncio_future_blocking = True
+            yield self
+            if not self.done():
+                raise RuntimeError("await wasn't used with future")
+        return self.result()
+
+    __iter__ = __await__
+
+    def __repr__(self):
+        state = "cancelled" if self._cancelled else "finished" if self.done() else "pending"
+        return "<%s %s>" % (type(self).__name__, state)
+
+
+def _aio_metadata(metadata_type, f):
+    """aiokafka's RecordMetadata of a record of a done batch that succeeded (timestamp_type 1:
+    the broker's LogAppendTime; log_start_offset None)."""
+    r, index = _piece_of(f._result, f._index)
+    tp = r.topic_partition
+    return metadata_type(tp[0], tp[1], tp, r.base_offset + index if r.base_offset != -1 else -1,
+                         r.log_append_time if r.log_append_time != -1 else f._timestamp,
+                         1 if r.log_append_time != -1 else 0, None)
+
+
+def _asyncio():
+    import asyncio  # only a failed or early result() pays for asyncio's import
+    return asyncio

@@ -25,7 +25,7 @@ from pyprod import errors
 from pyprod.aio import config as aio_config
 from pyprod.aio.batch_builder import BatchBuilder, serialize, take_records
 from pyprod.aio.errors import ProducerClosed, translate
-from pyprod.aio.record_future import RecordFuture, RecordMetadata
+from pyprod.aio.record_future import RecordFuture, RecordMetadata, record_futures
 from pyprod.aio.transactions import Transactions
 from pyprod.producer import KafkaProducer
 
@@ -85,6 +85,7 @@ class AIOKafkaProducer(Transactions):
             self._value_serializer is not None
         self._transactional_id = c["transactional_id"]
         self._no_ack = acks == 0
+        self._futures = record_futures(loop, self._no_ack)  # send()'s RecordFutures
         self._config = aio_config.producer_config(c, acks, _partitioner(partitioner), loop)
         self._producer = None
         self._pool = None       # the producer's BufferPool (send() goes to a thread when low)
@@ -159,7 +160,7 @@ class AIOKafkaProducer(Transactions):
         else:
             future = await self._append_soon(producer, topic, value, key, headers, partition,
                                              timestamp_ms)
-        return RecordFuture(future, self._loop, self._no_ack)
+        return self._futures.wrap(future)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
                             partition: int | None = None, timestamp_ms: int | None = None,
@@ -188,7 +189,7 @@ class AIOKafkaProducer(Transactions):
             done = self._loop.create_future()
             done.set_result(None)
             return done
-        return RecordFuture(futures[-1], self._loop, self._no_ack, first=futures[0])
+        return self._futures.wrap(futures[-1], futures[0])
 
     # -- inside -----------------------------------------------------------------------------
     def _open(self):
