@@ -302,6 +302,16 @@ cdef extern from "Python.h":
     object PyContext_CopyCurrent()
     int PyContext_Enter(object context) except -1
     int PyContext_Exit(object context) except -1
+    void PyObject_GC_Track(object)
+    void PyObject_GC_UnTrack(object)
+    int PyObject_GC_IsTracked(object)
+    object PyWeakref_NewRef(object, object)
+    PyObject* PyWeakref_GetObject(object) except NULL
+
+
+cdef inline void _gc_track(obj) noexcept:
+    if not PyObject_GC_IsTracked(obj):
+        PyObject_GC_Track(obj)
 
 
 cdef class AioFutures:
@@ -309,41 +319,51 @@ cdef class AioFutures:
     share (the loop, its waker, the result type, the error translation) and the callbacks added
     to done futures, run soon in one loop callback per pass (no Handle per record)."""
     cdef readonly object loop
-    cdef object _waker, _metadata_type, _translate, _run_soon
+    cdef object _waker, _metadata_type, _translate
     cdef bint _no_ack
-    cdef list _soon  # flat [fn, future, context, ...]
+    cdef object _soon  # a weak reference to the _Soon the loop will run, or None
 
     def __init__(self, loop, metadata_type, translate, no_ack=False):
         self.loop, self._waker = loop, _waker_of(loop)
         self._metadata_type, self._translate, self._no_ack = metadata_type, translate, no_ack
-        self._run_soon, self._soon = self._run, []
 
     def wrap(self, FutureRecordMetadata future not None, FutureRecordMetadata first=None):
         """The asyncio future of ``future`` (of a send_batch: done with its first record too,
         whose metadata it gives)."""
         cdef AioRecordFuture f = AioRecordFuture.__new__(AioRecordFuture)
         f._owner, f._future, f._first = self, future, first
+        PyObject_GC_UnTrack(f)  # tracked once it can be in a cycle (AioRecordFuture's doc)
         return f
 
     cdef int _add_soon(self, fn, AioRecordFuture future, context) except -1:
-        cdef list soon = self._soon
-        soon.append(fn)
-        soon.append(future)
-        soon.append(context)
-        if len(soon) == 3:
-            try:
-                self.loop.call_soon(self._run_soon)
-            except BaseException:  # a closed loop: as asyncio's add_done_callback
-                del soon[:]
-                raise
+        cdef _Soon soon = None
+        if self._soon is not None:
+            soon = <_Soon><object>PyWeakref_GetObject(self._soon)  # None once dropped
+        if soon is None or soon.calls is None:
+            soon = _Soon.__new__(_Soon)
+            soon.calls = []
+            self.loop.call_soon(soon)  # a closed loop raises, as asyncio's add_done_callback
+            self._soon = PyWeakref_NewRef(soon, None)
+        soon.calls.append(fn)
+        soon.calls.append(future)
+        soon.calls.append(context)
         return 0
 
-    def _run(self):
-        cdef list soon = self._soon
+
+@cython.final
+cdef class _Soon:
+    """Callbacks added to done futures, for one loop callback. The loop's Handle holds it, its
+    AioFutures only weakly: futures (not tracked by the GC) refer to their AioFutures, so a
+    strong reference would make a cycle the GC cannot see (a loop closed before running it)."""
+    cdef list calls  # flat [fn, future, context, ...]; None once run
+    cdef object __weakref__
+
+    def __call__(self):
+        cdef list calls = self.calls
         cdef Py_ssize_t i
-        self._soon = []
-        for i in range(0, len(soon), 3):
-            _run_in(soon[i], <AioRecordFuture>soon[i + 1], soon[i + 2])
+        self.calls = None
+        for i in range(0, len(calls), 3):
+            _run_in(calls[i], <AioRecordFuture>calls[i + 1], calls[i + 2])
 
 
 cdef _run_in(fn, AioRecordFuture future, context):
@@ -378,7 +398,11 @@ cdef class AioRecordFuture:
     """One record's (or send_batch call's) asyncio future: asyncio.isfuture is true, and await,
     gather, wait, wait_for and callbacks work as on asyncio.Future. It registers with the batch
     only when somebody waits; done() turns true when the batch completes (any thread), callbacks
-    run on the loop. cancel() does not stop the record. Loop thread only (future.pxd)."""
+    run on the loop. cancel() does not stop the record. Loop thread only (future.pxd).
+
+    The GC tracks it only once it may be in a cycle: registered with callbacks (which may hold
+    it: a gather's, a Task's), or holding an exception (whose traceback may): a window of
+    futures waited on with gather made the GC scan the window over and over otherwise."""
     cdef AioFutures _owner
     cdef FutureRecordMetadata _future, _first
     cdef list _callbacks  # flat [fn, context, ...] while registered, else None
@@ -399,6 +423,7 @@ cdef class AioRecordFuture:
         waiting = self._future
         if self._first is not None and self._future._result.done_c():
             waiting = self._first
+        _gc_track(self)
         return _register((<FutureRecordMetadata>waiting)._result, True, self._owner._waker,
                          _aio_wake, self)
 
@@ -410,13 +435,13 @@ cdef class AioRecordFuture:
             return 0
         if not self._done():
             raise _asyncio().InvalidStateError("Result is not ready.")
-        for f in (self._first, self._future):
-            if f is not None:
-                exc = _exception(<FutureRecordMetadata>f)
-                if exc is not None:
-                    self._exception = self._owner._translate(exc)
-                    break
-        if self._exception is None and not self._owner._no_ack:
+        exc = _exception(self._first) if self._first is not None else None
+        if exc is None:
+            exc = _exception(self._future)
+        if exc is not None:
+            _gc_track(self)
+            self._exception = self._owner._translate(exc)
+        elif not self._owner._no_ack:
             self._value = _aio_metadata(self._owner._metadata_type,
                                         self._first if self._first is not None else self._future)
         self._settled = True
@@ -505,7 +530,9 @@ cdef _aio_metadata(type metadata_type, FutureRecordMetadata f):
     args = (((<tuple>t)[0], (<tuple>t)[1], tp, r.base_offset + index if r.base_offset != -1
              else -1, r.log_append_time if r.log_append_time != -1 else f._timestamp,
              1 if r.log_append_time != -1 else 0, None),)
-    return _tuple_new(metadata_type, <PyObject*>args, NULL)
+    value = _tuple_new(metadata_type, <PyObject*>args, NULL)
+    PyObject_GC_UnTrack(value)  # strs, ints, None and the result's TopicPartition: no cycle
+    return value
 
 
 def _asyncio():

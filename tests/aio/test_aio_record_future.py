@@ -4,6 +4,8 @@ await, a closed loop, many futures completing in one Sender pass), then on a rea
 the records read back by kafka-python."""
 import asyncio
 import contextvars
+import gc
+import weakref
 
 import pytest
 
@@ -230,3 +232,26 @@ def test_gathered_windows_on_a_broker_read_back(kafka, topic):
     assert len(got) == n + 1 and b"cancelled" in where
     assert [(m.partition, m.offset) for m in metas] == [where[b"v%d" % i] for i in range(n)]
     assert called == {i: metas[i].offset for i in range(0, n, 100)}
+
+
+def test_nothing_kept_by_a_loop_closed_before_its_callbacks_ran(k, futures_of):
+    """Callbacks of done futures pending when the loop is closed, and a failed future whose
+    exception's traceback refers back to it: all collected (with the loop)."""
+    loop = asyncio.new_event_loop()
+    result, (f, g) = records(k, 2)
+    result.done(-1, -1, errors.InvalidRecordError("bad"))
+    futures = futures_of(loop)
+    pending, failed = futures.wrap(f), futures.wrap(g)
+
+    async def fail(fut):
+        try:
+            await fut
+        except errors.InvalidRecordError as exc:
+            return exc
+    assert loop.run_until_complete(fail(failed)).__traceback__ is not None
+    pending.add_done_callback(lambda fut: None)
+    loop.close()
+    refs = [weakref.ref(o) for o in (loop, pending, failed)]
+    del loop, futures, pending, failed
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
