@@ -147,7 +147,9 @@ class AIOKafkaProducer(Transactions):
                    headers: Sequence[tuple[str, bytes | None]] | None = None) -> RecordFuture:
         """Append a record; a future (RecordFuture) of its RecordMetadata."""
         assert not (value is None and key is None), "Need at least one: key or value"
-        producer = self._open()
+        producer = self._producer
+        if producer is None or self._closed:
+            producer = self._open()  # raises
         if self._transactional_id is not None:
             self._check_send_in_transaction()
         if topic not in self._partitions or (
