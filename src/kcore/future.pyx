@@ -307,11 +307,71 @@ cdef extern from "Python.h":
     int PyObject_GC_IsTracked(object)
     object PyWeakref_NewRef(object, object)
     PyObject* PyWeakref_GetObject(object) except NULL
+    object PyContext_Copy(object)
+
+cdef extern from *:
+    """
+    /* A Context's mapping (CPython's struct _pycontextobject: the head, ctx_prev, ctx_vars, the
+       same 3.7-3.14), checked once at run time (_snapshots_work); NULL without a context. */
+    typedef struct { PyObject_HEAD void *ctx_prev; PyObject *ctx_vars; } kc_context;
+    static inline PyObject *kc_context_vars(PyObject *ctx) {
+        return ctx == NULL ? NULL : ((kc_context *)ctx)->ctx_vars;
+    }
+    static inline PyObject *kc_current_context_vars(void) {
+        return kc_context_vars(PyThreadState_Get()->context);
+    }
+    """
+    PyObject* kc_context_vars(PyObject* ctx)
+    PyObject* kc_current_context_vars()
 
 
 cdef inline void _gc_track(obj) noexcept:
     if not PyObject_GC_IsTracked(obj):
         PyObject_GC_Track(obj)
+
+
+cdef int _snapshots = -1  # kc_context_vars reads a Context's mapping: 1 yes, 0 no, -1 not known
+
+
+cdef bint _snapshots_work() except -1:
+    """Whether kc_context_vars reads the mapping: a ContextVar.set replaces it."""
+    global _snapshots
+    if _snapshots == -1:
+        import contextvars
+        ctx = contextvars.Context()
+        before = <size_t>kc_context_vars(<PyObject*>ctx)
+        ctx.run(contextvars.ContextVar("kcore").set, 1)
+        after = <size_t>kc_context_vars(<PyObject*>ctx)
+        _snapshots = before != 0 and after != 0 and before != after
+    return _snapshots
+
+
+@cython.final
+cdef class _Snapshot:
+    """The context when callbacks were added, never entered: each callback runs in a copy made
+    as it runs (asyncio's: a copy of add_done_callback's context). One is shared while the
+    context's (immutable) mapping is the same object: a gathered window keeps one Context, not
+    one each that the GC scanned and promoted until its callback ran."""
+    cdef object context
+
+
+cdef object _callback_context(AioFutures owner):
+    """The context entry of a callback added without one: a shared _Snapshot, or a copy."""
+    cdef PyObject* now = kc_current_context_vars()
+    cdef _Snapshot snap = owner._snapshot
+    if not _snapshots_work():
+        return PyContext_CopyCurrent()
+    if snap is None or now == NULL or kc_context_vars(<PyObject*>snap.context) != now:
+        snap = _Snapshot.__new__(_Snapshot)
+        snap.context = PyContext_CopyCurrent()
+        owner._snapshot = snap
+    return snap
+
+
+cdef inline object _entered(context):  # the Context a callback runs in
+    if type(context) is _Snapshot:
+        return PyContext_Copy((<_Snapshot>context).context)
+    return context
 
 
 cdef class AioFutures:
@@ -322,6 +382,7 @@ cdef class AioFutures:
     cdef object _waker, _metadata_type, _translate
     cdef bint _no_ack
     cdef object _soon  # a weak reference to the _Soon the loop will run, or None
+    cdef _Snapshot _snapshot  # the last one made (_callback_context)
 
     def __init__(self, loop, metadata_type, translate, no_ack=False):
         self.loop, self._waker = loop, _waker_of(loop)
@@ -367,7 +428,8 @@ cdef class _Soon:
 
 
 cdef _run_in(fn, AioRecordFuture future, context):
-    """fn(future) as a Handle runs it: in context, an exception to the loop's handler."""
+    """fn(future) as a Handle runs it: in context (_entered), an exception to the loop."""
+    context = _entered(context)
     PyContext_Enter(context)
     try:
         fn(future)
@@ -382,13 +444,12 @@ cdef _run_in(fn, AioRecordFuture future, context):
 
 def _aio_wake(AioRecordFuture future):
     """On the loop (a batched loop call): the record's batch completed."""
-    cdef list callbacks
     cdef Py_ssize_t i
     if future._cancelled:
         return
     if not future._done() and future._listen():  # a batch's first record still waits
         return
-    callbacks, future._callbacks = future._callbacks or [], None
+    callbacks, future._callbacks = <list>(future._callbacks or []), None
     for i in range(0, len(callbacks), 2):
         _run_in(callbacks[i], future, callbacks[i + 1])
 
@@ -470,7 +531,7 @@ cdef class AioRecordFuture:
 
     def add_done_callback(self, fn, *, context=None):
         if context is None:
-            context = PyContext_CopyCurrent()
+            context = _callback_context(self._owner)
         if self._callbacks is not None:  # registered: the wake runs them, in order
             self._callbacks.append(fn)
             self._callbacks.append(context)
@@ -499,7 +560,7 @@ cdef class AioRecordFuture:
             return False
         self._cancelled, self._callbacks = True, None
         for i in range(0, len(callbacks or ()), 2):
-            self._owner.loop.call_soon(callbacks[i], self, context=callbacks[i + 1])
+            self._owner.loop.call_soon(callbacks[i], self, context=_entered(callbacks[i + 1]))
         return True
 
     def __await__(self):

@@ -255,3 +255,31 @@ def test_nothing_kept_by_a_loop_closed_before_its_callbacks_ran(k, futures_of):
     del loop, futures, pending, failed
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+def test_each_callback_runs_in_a_copy_of_its_context_when_added(k, futures_of):
+    """As asyncio's: a callback sees the context as it was when it was added (a set() between
+    two adds shows in the second only), and what one sets is not seen by the next one nor by
+    the code that added them; for done and pending futures."""
+    var = contextvars.ContextVar("var", default=0)
+
+    async def main(loop):
+        futures = futures_of(loop)
+        done_result, done = records(k, 4)
+        done_result.done(0, -1)
+        pending_result, pending = records(k, 4)
+        seen = []
+
+        def callback(fut):
+            seen.append(var.get())
+            var.set(99)
+        for group in (done, pending):
+            for i, f in enumerate(group):
+                if i == 2:
+                    var.set(var.get() + 1)
+                futures.wrap(f).add_done_callback(callback)
+        in_thread(lambda: pending_result.done(0, -1))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert seen == [0, 0, 1, 1, 1, 1, 2, 2] and var.get() == 2
+    run(main)
