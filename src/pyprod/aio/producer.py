@@ -220,8 +220,8 @@ class AIOKafkaProducer(Transactions):
     @staticmethod
     def _append(producer, topic, value, key, headers, partition, timestamp_ms):
         try:
-            return producer.send(topic, value=value, key=key, headers=headers,
-                                 partition=partition, timestamp_ms=timestamp_ms)
+            # positional: kafka-python's order (topic, value, key, headers, partition, ts)
+            return producer.send(topic, value, key, headers, partition, timestamp_ms)
         except errors.KafkaError as e:
             raise translate(e) from None
 
