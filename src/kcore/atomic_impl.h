@@ -31,6 +31,8 @@ KC_A_INLINE int kc_cas_int(int *p, int expected, int v)
 }
 KC_A_INLINE Py_ssize_t kc_load_ssize(const Py_ssize_t *p) { return *(volatile const Py_ssize_t *)p; }
 KC_A_INLINE void kc_store_ssize(Py_ssize_t *p, Py_ssize_t v) { *(volatile Py_ssize_t *)p = v; }
+KC_A_INLINE void *kc_load_ptr_acquire(void *const *p) { return *(void *volatile const *)p; }
+KC_A_INLINE void kc_store_ptr_release(void **p, void *v) { *(void *volatile *)p = v; }
 #else
 #define KC_A_INLINE static inline
 KC_A_INLINE int kc_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
@@ -50,6 +52,8 @@ KC_A_INLINE int kc_cas_int(int *p, int expected, int v)
 }
 KC_A_INLINE Py_ssize_t kc_load_ssize(const Py_ssize_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 KC_A_INLINE void kc_store_ssize(Py_ssize_t *p, Py_ssize_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+KC_A_INLINE void *kc_load_ptr_acquire(void *const *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+KC_A_INLINE void kc_store_ptr_release(void **p, void *v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 #endif
 
 #endif /* KCORE_ATOMIC_IMPL_H */

@@ -25,3 +25,6 @@ cdef extern from "atomic_impl.h" nogil:
     int64_t kc_add_i64(int64_t* p, int64_t v)
     Py_ssize_t kc_load_ssize(const Py_ssize_t* p)
     void kc_store_ssize(Py_ssize_t* p, Py_ssize_t v)
+    # A pointer that publishes what it points to (release store, acquire load)
+    void* kc_load_ptr_acquire(void** p)
+    void kc_store_ptr_release(void** p, void* v)

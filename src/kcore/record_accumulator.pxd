@@ -17,6 +17,10 @@
 #   may let another thread add queues.
 # - batch_size, batch_max_size, delivery_timeout_ms, txn_partitions, metadata, compression_type:
 #   set in __init__, then read-only (also without the GIL).
+# - _metadata_version: atomic; metadata_updated() stores it (the Metadata's update listener,
+#   under the Metadata's lock: before its waiters wake), _topic_info loads it per record.
+# - _last_info: the TopicInfo _topic_info last found (borrowed: _topics keeps every TopicInfo
+#   while the accumulator lives); any caller thread stores it (release) and loads it (acquire).
 # - Appends (_append): under the queue's append_lock (partition_queue.pxd), holding the batch
 #   they fill (its `appending`, producer_batch.pxd); _new_batch returns its batch held.
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
@@ -68,6 +72,8 @@ cdef class RecordAccumulator(SendChoice):
     cdef object _leaders_of            # the cluster the queues' leaders come from
     cdef Py_ssize_t _nleaders          # queues whose leader was read from it
     cdef Py_ssize_t _nentries          # queues given their TxnPartitionMap entry
+    cdef int64_t _metadata_version     # metadata.version as of its last update
+    cdef void* _last_info              # a TopicInfo (borrowed), or NULL
 
     cdef PartitionQueue _queue(self, object tp)
     cdef int _refresh_leaders(self, object cluster) except -1

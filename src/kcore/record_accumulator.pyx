@@ -20,8 +20,8 @@ from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 
 from kcore.atomic_impl cimport (kc_add_i64, kc_load_flag, kc_load_i64, kc_load_int_acquire,
-                                kc_load_ssize, kc_store_flag, kc_store_i64, kc_store_int_release,
-                                kc_store_ssize)
+                                kc_load_ptr_acquire, kc_load_ssize, kc_store_flag, kc_store_i64,
+                                kc_store_int_release, kc_store_ptr_release, kc_store_ssize)
 from kcore.buffer_pool cimport BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE
 from kcore.builtin_partitioner cimport BuiltInPartitioner
 from kcore.clock cimport now_ms_c
@@ -131,6 +131,7 @@ cdef class RecordAccumulator(SendChoice):
         self.compression_type = compression_type
         self.pool = _BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
+        self._metadata_version = metadata.version
         self.txn_partitions = txn_partitions
         self._topics, self._deques, self._incomplete = {}, {}, set()
         self._topics_lock = threading.RLock()
@@ -195,13 +196,24 @@ cdef class RecordAccumulator(SendChoice):
     def topic_info(self, str topic):
         return self._topic_info(topic)
 
+    def metadata_updated(self, int64_t version):
+        """The metadata's update listener: topics are read again at their next record."""
+        kc_store_i64(&self._metadata_version, version)
+
     cdef TopicInfo _topic_info(self, str topic):
-        cdef int64_t version = self.metadata.version
-        cdef TopicInfo info = self._topics.get(topic)
-        if info is not None and kc_load_i64(&info.version) == version:
+        cdef void* last = kc_load_ptr_acquire(&self._last_info)
+        cdef TopicInfo info
+        if last != NULL and (<TopicInfo>last).topic is topic:  # a topic sent to again
+            info = <TopicInfo>last
+        else:
+            info = self._topics.get(topic)
+            if info is not None:
+                kc_store_ptr_release(&self._last_info, <void*>info)
+        if info is not None and kc_load_i64(&info.version) == \
+                kc_load_i64(&self._metadata_version):
             return info if kc_load_int_acquire(&info.num_partitions) else None
         with self._topics_lock:
-            return self._update_topic(topic, version)
+            return self._update_topic(topic, self.metadata.version)
 
     cdef TopicInfo _update_topic(self, str topic, int64_t version):
         """_topic_info's update, under _topics_lock (an RLock: a finalizer the collector runs

@@ -5,7 +5,9 @@ SendPath.send is the hot path of the caller thread: arguments, headers, partitio
 run in C, in one call from Python per record.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_CheckExact
+from cpython.dict cimport PyDict_Check, PyDict_Contains
+from cpython.ref cimport Py_DECREF, PyObject
+from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_GET_LENGTH
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.atomic_impl cimport kc_load_int, kc_store_int
@@ -22,6 +24,10 @@ from kcore.errors import IllegalStateError
 include "_send_path.py"  # send()'s record checks and custom_partition, compiled in here
 
 __all__ = ["SendPath", "custom_partition", "fork_generation"]
+
+cdef extern from "Python.h":
+    int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
+    Py_ssize_t PyDict_GET_SIZE(object d)
 
 cdef extern from "clock_impl.h" nogil:
     int64_t kc_wall_ms()
@@ -58,6 +64,7 @@ cdef class SendPath:
         self.buffer_memory = buffer_memory
         self.fork_gen = kc_fork_generation()
         self.on_fork = on_fork
+        self.old_diverts = []
 
     def check_usable(self):
         if self.fork_gen != kc_fork_generation():
@@ -89,8 +96,40 @@ cdef class SendPath:
                 raise error
         return 0
 
+    def divert(self, context_var=None, key=None, send=None):
+        """While context_var's current value (a mapping) holds key, send() calls send(topic,
+        value, key, headers, partition, timestamp_ms) instead, which may call send_direct().
+        No arguments: no divert."""
+        if self.divert_var is not None:  # a caller thread may still be reading them
+            self.old_diverts.append((self.divert_var, self.divert_key, self.divert_send))
+        self.divert_var, self.divert_key, self.divert_send = context_var, key, send
+
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
         """Publish a record; a FutureRecordMetadata. Raises as kafka-python's send() does."""
+        if self.divert_var is not None and self._diverted():
+            return self.divert_send(topic, value, key, headers, partition, timestamp_ms)
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    def send_direct(self, topic, value=None, key=None, headers=None, partition=None,
+                    timestamp_ms=None):
+        """send() without the divert."""
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    cdef int _diverted(self) except -1:
+        cdef PyObject* ctx = NULL
+        cdef int found = 0
+        PyContextVar_Get(self.divert_var, NULL, &ctx)
+        if ctx == NULL:
+            return 0
+        if PyDict_Check(<object>ctx):  # the value most often is an empty dict: no lookup
+            found = PyDict_GET_SIZE(<object>ctx) != 0 and \
+                PyDict_Contains(<object>ctx, self.divert_key)
+        else:
+            found = self.divert_key in <object>ctx
+        Py_DECREF(<object>ctx)
+        return found
+
+    cdef object _send(self, topic, value, key, headers, partition, timestamp_ms):
         cdef RecordAccumulator acc = self.accumulator
         cdef TopicInfo info
         cdef int64_t ts, header_size = -1, start = 0
@@ -102,9 +141,10 @@ cdef class SendPath:
         cdef int flags = 0
         cdef double remaining
         if self.fork_gen != kc_fork_generation():  # a forked child: the producer's new path
-            return self._in_child().send(topic, value, key, headers, partition, timestamp_ms)
+            return (<SendPath?>self._in_child())._send(topic, value, key, headers, partition,
+                                                       timestamp_ms)
         self._check_usable()
-        if not PyUnicode_CheckExact(topic) or not topic:
+        if not PyUnicode_CheckExact(topic) or PyUnicode_GET_LENGTH(topic) == 0:
             raise TypeError("topic must be a non-empty str, got %r" % (topic,))
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
@@ -141,8 +181,8 @@ cdef class SendPath:
                 raise _not_in_metadata(topic, partition)
             remaining = max(0, self.max_block_ms - (now_ms_c() - start))
 
-        size = size_upper_bound(len(kb) if kb is not None else -1,
-                                len(vb) if vb is not None else -1,
+        size = size_upper_bound(PyBytes_GET_SIZE(kb) if kb is not None else -1,
+                                PyBytes_GET_SIZE(vb) if vb is not None else -1,
                                 hbytes_len, hcount)
         if RBB_HEADER_SIZE + size > min(self.max_request_size, self.buffer_memory):
             raise _too_large(RBB_HEADER_SIZE + size, self.max_request_size, self.buffer_memory)

@@ -33,7 +33,13 @@ class Metadata:
         self._closed = False
         self.fatal_error = None    # a refused authentication, until the next good update
         self.update_due_ms = _NEVER  # when an update is due (NetworkPoll reads it each poll)
+        self._update_listeners = []  # fn(version), after each update, before waiters wake
         self._due()
+
+    def add_update_listener(self, fn):
+        """Call fn(version) after each update (under the lock, before send()'s waiters wake)."""
+        with self._cond:
+            self._update_listeners.append(fn)
 
     # -- caller threads --
 
@@ -137,6 +143,8 @@ class Metadata:
             again = again or bool(self._new_topics) or _needs_retry(cluster)
             self._need_update = again
             self._due()
+            for fn in self._update_listeners:
+                fn(self.version)
             self._cond.notify_all()
 
     def set_fatal_error(self, error):

@@ -11,8 +11,9 @@ start a PRODUCER span "send <topic>" (messaging.system "kafka", messaging.operat
 messaging.kafka.message.key for str keys, messaging.batch.message_count for send_batch,
 messaging.client.id) and inject its context into every record's headers with the configured
 propagator (W3C `traceparent` by default). The span covers the append, not the broker's answer:
-an error raised by send() is recorded on it. With no active span the records go out untouched
-(one context lookup per call is the cost).
+an error raised by send() is recorded on it. With no active span the records go out untouched:
+send() stays kcore's, which looks the span up in OTel's context variable (SendPath.divert) and
+calls this module only while one is set.
 
 Metrics: one observable gauge per metric of ``producer.metrics()``, named
 ``kafka.producer.<name with _ for ->`` (as the Java instrumentation names kafka-clients'),
@@ -22,13 +23,16 @@ observed if the name was known then (kafka-python's per-topic names always are).
 """
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 import weakref
 
 try:
+    from opentelemetry import context as otel_context
     from opentelemetry import metrics as otel_metrics
     from opentelemetry import propagate, trace
+    from opentelemetry.trace.propagation import _SPAN_KEY
     from opentelemetry.metrics import Observation
 except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError("pyprod.otel needs OpenTelemetry: pip install 'pyprod[otel]'") from e
@@ -45,6 +49,13 @@ TOPIC_METRICS = ("record-send-rate", "record-send-total", "byte-rate", "byte-tot
 _TOPIC_GROUP, _NODE_GROUP = "producer-topic-metrics.", "producer-node-metrics.node-"
 _instrumented = weakref.WeakKeyDictionary()  # producer -> what instrument() did to it
 _current_span, _NO_SPAN = trace.get_current_span, trace.INVALID_SPAN
+
+
+def _context_var():
+    """The ContextVar that OTel's runtime context keeps the current Context (a dict) in, or
+    None (another runtime context, chosen with OTEL_PYTHON_CONTEXT)."""
+    var = getattr(getattr(otel_context, "_RUNTIME_CONTEXT", None), "_current_context", None)
+    return var if isinstance(var, contextvars.ContextVar) else None
 
 
 def _in_span() -> bool:
@@ -164,8 +175,14 @@ def instrument(producer, tracer_provider=None, meter_provider=None, tracing=True
     if tracing:
         tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
         traced = _Traced(producer, tracer)
-        producer.send, producer.send_batch = traced.send, traced.send_batch
-        state["traced"] = traced
+        var = _context_var()
+        if var is not None:  # send() stays kcore's: it calls traced.send while a span is set
+            traced.raw_send = producer._send_direct
+            producer._divert_send(var, _SPAN_KEY, traced.send)
+        else:
+            producer.send = traced.send
+        producer.send_batch = traced.send_batch
+        state["traced"], state["diverted"] = traced, var is not None
     if metrics:
         meter = otel_metrics.get_meter(SCOPE, __version__, meter_provider=meter_provider)
         state["metrics"] = _Metrics(producer, meter)
@@ -176,8 +193,12 @@ def instrument(producer, tracer_provider=None, meter_provider=None, tracing=True
 def uninstrument(producer):
     """Undo instrument()'s tracing (gauges stay registered with their meter provider, and
     read nothing once the producer is closed)."""
-    traced = _instrumented.pop(producer, {}).get("traced")
+    state = _instrumented.pop(producer, {})
+    traced = state.get("traced")
     if traced is not None:
-        producer.send = traced.raw_send
+        if state["diverted"]:
+            producer._divert_send()
+        else:
+            producer.send = traced.raw_send
         del producer.send_batch  # the class's method again
     return producer

@@ -97,6 +97,7 @@ class KafkaProducer:
             transactional=transactional_id is not None) if idempotent else None
         self._accumulator = kcore.RecordAccumulator(self._metadata, self._txn_partitions,
                                                     **accumulator_settings(self.config))
+        self._metadata.add_update_listener(self._accumulator.metadata_updated)
         self._max_block_ms = self.config["max_block_ms"]
         self._metrics = collections.Counter()
         self._sender = sender_for(self.config, self._client, self._metadata, self._accumulator,
@@ -120,6 +121,7 @@ class KafkaProducer:
             partitioner=self.config["partitioner"], txn_partitions=self._txn_partitions,
             on_fork=functools.partial(_send_path_in_child, weakref.ref(self)),
             **send_settings(self.config))
+        self._send_path.divert(*self.__dict__.get("_send_divert", ()))
         self.send = self._send_path.send  # one vectorcall into kcore per record
         self._sender.start()
         fork_registry.built(self, getattr(self._producer_metrics, "lock", None),
@@ -170,6 +172,16 @@ class KafkaProducer:
                 ",".join(addrs), timeout_ms / 1000, timeout_ms, "; ".join(tried)))
 
     # -- the caller thread: send() is kcore's SendPath.send, bound in __init__ ---------------
+    def _divert_send(self, context_var=None, key=None, send=None):
+        """pyprod.otel's hook: kcore.SendPath.divert for send(), kept in a forked child."""
+        self._send_divert = (context_var, key, send)
+        self._send_path.divert(context_var, key, send)
+
+    def _send_direct(self, topic, value=None, key=None, headers=None, partition=None,
+                     timestamp_ms=None):
+        """send() without _divert_send's divert."""
+        return self._send_path.send_direct(topic, value, key, headers, partition, timestamp_ms)
+
     def send_batch(self, topic, values, keys=None, headers=None, partitions=None,
                    timestamps=None):
         """Publish many records in one call; returns ONE future for all of them.

@@ -8,9 +8,10 @@ from pyprod import config
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
 from pyprod.producer import accumulator_settings, send_settings
+from tests.harness.fake_metadata import ListenedVersion
 
 
-class FakeMetadata:
+class FakeMetadata(ListenedVersion):
     def __init__(self, partitions=6, leader=0):
         self.version = 1
         parts = {i: PartitionInfo("t", i, leader, 0, [0], [0], []) for i in range(partitions)}
@@ -19,12 +20,14 @@ class FakeMetadata:
 
 def accumulator(k, cfg, metadata, tm=None, seed=7):
     """A RecordAccumulator with a config's settings, as the producer builds it (seeded)."""
-    return k.RecordAccumulator(metadata, tm, seed=seed, **accumulator_settings(cfg))
+    acc = k.RecordAccumulator(metadata, tm, seed=seed, **accumulator_settings(cfg))
+    metadata.add_update_listener(acc.metadata_updated)
+    return acc
 
 
-def _path(k, waits=None, **configs):
+def _path(k, waits=None, metadata=None, **configs):
     cfg = config.build(**configs)
-    acc = accumulator(k, cfg, FakeMetadata())
+    acc = accumulator(k, cfg, FakeMetadata() if metadata is None else metadata)
     wakeups = []
     sp = k.SendPath(acc, lambda *a: (waits if waits is not None else []).append(a),
                     lambda: wakeups.append(1), **send_settings(cfg))

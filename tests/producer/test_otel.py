@@ -71,3 +71,39 @@ def test_trace_context_in_headers_and_metrics(kafka, topic, otel):
     names = {m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics
              for m in sm.metrics}
     assert "kafka.producer.buffer_available_bytes" in names, sorted(names)
+
+
+def test_only_a_valid_span_is_traced_and_other_runtime_contexts(kafka, topic, otel,
+                                                                 monkeypatch):
+    """Baggage alone or an invalid span: records untouched, no span. With a runtime context
+    other than OTel's ContextVar one, send() is wrapped in Python and traces the same."""
+    from opentelemetry import baggage, context, trace
+
+    import pyprod.otel
+
+    tracer_provider, spans, _, _ = otel
+    topic = topic(1)
+    tracer = tracer_provider.get_tracer("test")
+    with KafkaProducer(bootstrap_servers=kafka.bootstrap_servers) as p:
+        instrument(p, tracer_provider=tracer_provider, metrics=False)
+        kcore_send = p.send
+        token = context.attach(baggage.set_baggage("tenant", "a"))
+        p.send(topic, b"baggage").get(30)
+        context.detach(token)
+        with trace.use_span(trace.INVALID_SPAN):
+            p.send(topic, b"invalid").get(30)
+        assert p.send == kcore_send  # instrument() left the bound kcore method in place
+    assert spans.get_finished_spans() == ()
+    monkeypatch.setattr(pyprod.otel, "_context_var", lambda: None)
+    with KafkaProducer(bootstrap_servers=kafka.bootstrap_servers) as p:
+        instrument(p, tracer_provider=tracer_provider, metrics=False)
+        assert isinstance(p.send.__self__, pyprod.otel._Traced)
+        with tracer.start_as_current_span("wrapped") as parent:
+            p.send(topic, b"wrapped").get(30)
+        uninstrument(p)
+        p.send(topic, b"plain").get(30)
+    records = {r.value: r for r in read_all_kafka_python(kafka.bootstrap_servers, topic, 4)}
+    assert records[b"baggage"].headers == [] and records[b"invalid"].headers == []
+    assert records[b"plain"].headers == []
+    trace_id = format(parent.get_span_context().trace_id, "032x")
+    assert _traceparent(records[b"wrapped"].headers).split("-")[1] == trace_id

@@ -9,6 +9,7 @@ from pyprod import sender as sender_module
 from pyprod.cluster import Broker, Cluster, PartitionInfo
 from pyprod.protocol import init_producer_id, produce
 from pyprod.producer import accumulator_settings, sender_for
+from tests.harness.fake_metadata import ListenedVersion
 from kcore import TxnPartitionMap
 
 T0 = 1_000_000
@@ -24,7 +25,7 @@ class Clock:
         return self.now
 
 
-class FakeMetadata:
+class FakeMetadata(ListenedVersion):
     def __init__(self, leader=0, partitions=2):
         self.version = 1
         self.updates = 0
@@ -180,6 +181,7 @@ class Rig:
             self.config["max_in_flight_requests_per_connection"]) if idempotent else None
         self.acc = k.RecordAccumulator(self.metadata, self.txn_partitions,
                                        **accumulator_settings(self.config))
+        self.metadata.add_update_listener(self.acc.metadata_updated)
         self.size = k.record_size_upper_bound(None, b"v", None)
         self.sender = sender_for(self.config, self.client, self.metadata, self.acc,
                                  self.txn_partitions, None, sender_loop=k.SenderLoop)

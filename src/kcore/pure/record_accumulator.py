@@ -68,6 +68,7 @@ class RecordAccumulator(SendChoice):
         self.compression_type = compression_type
         self.pool = BufferPool(buffer_memory, max(self.batch_size, 1))
         self.metadata = metadata
+        self._metadata_version = metadata.version  # metadata_updated() keeps it
         self.txn_partitions = txn_partitions
         self._topics = {}
         self._deques = {}  # TopicPartition -> its PartitionQueue of ProducerBatch
@@ -80,11 +81,18 @@ class RecordAccumulator(SendChoice):
         self._seeds = None if seed is None else random.Random(seed)  # the partitioners' seeds
 
     # -- topics and their partitioners ------------------------------------------------------
+    def metadata_updated(self, version):
+        """The metadata's update listener: topics are read again at their next record."""
+        self._metadata_version = version
+
     def topic_info(self, topic):
-        """The topic's TopicInfo, current with metadata; None while metadata lacks it."""
-        version = self.metadata.version
+        """The topic's TopicInfo, current with metadata (as of metadata_updated(); read again
+        here once it is not); None while metadata lacks it."""
         info = self._topics.get(topic)
-        if info is not None and info.version == version:
+        if info is not None and info.version == self._metadata_version:
+            return info if info.num_partitions else None
+        version = self.metadata.version
+        if info is not None and info.version >= version:
             return info if info.num_partitions else None
         cluster = self.metadata.cluster
         with self._lock:

@@ -21,6 +21,8 @@ from kcore.errors import IllegalStateError
 
 __all__ = ["SendPath", "custom_partition", "fork_generation"]
 
+_EMPTY = {}  # a divert's context variable without a value
+
 _fork = [0]
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _fork.__setitem__(0, _fork[0] + 1))
@@ -54,13 +56,29 @@ class SendPath:
         self.closed = False
         self.fork_generation = fork_generation()
         self.on_fork = on_fork  # () -> the SendPath to use in a forked child; None: refused
+        self._divert = None     # (context_var, key, send): see divert()
+
+    def divert(self, context_var=None, key=None, send=None):
+        """While context_var's current value (a mapping) holds key, send() calls send(topic,
+        value, key, headers, partition, timestamp_ms) instead, which may call send_direct().
+        No arguments: no divert."""
+        self._divert = None if context_var is None else (context_var, key, send)
 
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
         """Publish a record; a FutureRecordMetadata. Raises as kafka-python's send() does."""
+        divert = self._divert
+        if divert is not None and divert[1] in divert[0].get(_EMPTY):
+            return divert[2](topic, value, key, headers, partition, timestamp_ms)
+        return self.send_direct(topic, value, key, headers, partition, timestamp_ms)
+
+    def send_direct(self, topic, value=None, key=None, headers=None, partition=None,
+                    timestamp_ms=None):
+        """send() without the divert."""
         if self.fork_generation != fork_generation():  # a forked child: the producer's new path
             if self.on_fork is None:
                 raise _forked_error()
-            return self.on_fork().send(topic, value, key, headers, partition, timestamp_ms)
+            return self.on_fork().send_direct(topic, value, key, headers, partition,
+                                              timestamp_ms)
         self.check_usable()
         if type(topic) is not str or not topic:
             raise TypeError("topic must be a non-empty str, got %r" % (topic,))
