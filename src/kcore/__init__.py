@@ -41,8 +41,9 @@ if TYPE_CHECKING or EXTENSIONS:
     from kcore.record_batch_builder import RECORD_BATCH_HEADER_SIZE, RecordBatchBuilder
     from kcore.buffer_pool import BufferPool, PoolBuffer
     from kcore.timing_wheel import TimingWheel
-    from kcore.future import (BatchFuture, BatchMetadata, Future, FutureRecordMetadata,
-                              ProduceRequestResult, RecordMetadata, TopicPartition)
+    from kcore.future import (AioFutures, AioRecordFuture, BatchFuture, BatchMetadata, Future,
+                              FutureRecordMetadata, ProduceRequestResult, RecordMetadata,
+                              TopicPartition)
     from kcore.producer_batch import (BATCH_HEADER, ProducerBatch, piece_errors,
                                       record_size_upper_bound, restamp)
     from kcore.txn_partition_map import SEQUENCE_MODULO, TxnPartitionMap
@@ -67,8 +68,9 @@ else:
     from kcore.pure.record_batch_builder import RECORD_BATCH_HEADER_SIZE, RecordBatchBuilder
     from kcore.pure.buffer_pool import BufferPool, PoolBuffer
     from kcore.pure.timing_wheel import TimingWheel
-    from kcore.pure.future import (BatchFuture, BatchMetadata, Future, FutureRecordMetadata,
-                                   ProduceRequestResult, RecordMetadata, TopicPartition)
+    from kcore.pure.future import (AioFutures, AioRecordFuture, BatchFuture, BatchMetadata,
+                                   Future, FutureRecordMetadata, ProduceRequestResult,
+                                   RecordMetadata, TopicPartition)
     from kcore.pure.producer_batch import (BATCH_HEADER, ProducerBatch, piece_errors,
                                            record_size_upper_bound, restamp)
     from kcore.pure.txn_partition_map import SEQUENCE_MODULO, TxnPartitionMap
@@ -96,7 +98,7 @@ __all__ = [
     "RecordBatchBuilder", "RECORD_BATCH_HEADER_SIZE", "BufferPool", "PoolBuffer", "TimingWheel",
     # future
     "TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata", "Future",
-    "BatchFuture", "BatchMetadata",
+    "BatchFuture", "BatchMetadata", "AioFutures", "AioRecordFuture",
     # producer_batch, txn_partition_map, builtin_partitioner, partition_queue
     "ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER", "piece_errors",
     "TxnPartitionMap", "SEQUENCE_MODULO", "BuiltInPartitioner", "PartitionQueue",

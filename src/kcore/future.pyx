@@ -47,7 +47,7 @@ cdef inline void _unlock(ProduceRequestResult r) noexcept:
         r._lock.release()
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
-           "Future", "BatchFuture", "BatchMetadata"]
+           "Future", "BatchFuture", "BatchMetadata", "AioFutures", "AioRecordFuture"]
 
 # RecordMetadata(...) runs the namedtuple's Python __new__; its body is tuple.__new__(cls, t),
 # which _metadata calls in C (tuple's tp_new takes the args of tuple(t)).

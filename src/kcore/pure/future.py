@@ -14,7 +14,7 @@ from kcore._future import (BatchFuture, BatchMetadata, Future, RecordMetadata,  
 from kcore.errors import KafkaTimeoutError
 
 __all__ = ["TopicPartition", "RecordMetadata", "ProduceRequestResult", "FutureRecordMetadata",
-           "Future", "BatchFuture", "BatchMetadata"]
+           "Future", "BatchFuture", "BatchMetadata", "AioFutures", "AioRecordFuture"]
 
 
 class ProduceRequestResult:

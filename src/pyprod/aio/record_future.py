@@ -18,13 +18,8 @@ from __future__ import annotations
 import asyncio
 import collections
 
-import kcore
+from kcore import AioFutures, AioRecordFuture
 from pyprod.aio.errors import translate
-
-if kcore.EXTENSIONS:
-    from kcore.future import AioFutures, AioRecordFuture
-else:
-    from kcore.pure.future import AioFutures, AioRecordFuture
 
 __all__ = ["RecordFuture", "RecordMetadata", "record_futures"]
 
