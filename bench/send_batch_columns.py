@@ -14,6 +14,12 @@ first); medians over rounds, with min..max. Every run's landed count is checked
     python bench/send_batch_columns.py                                  # Kafka, 3 rounds
     python bench/send_batch_columns.py --broker mock
     python bench/send_batch_columns.py --rows 200000 --rounds 1 --broker mock   # a smoke run
+    python bench/send_batch_columns.py --broker mock --before 52dd66b --after 1234abc
+
+With --before (and --after, else the working tree), each source runs in both trees' kcore
+(before_after.build_tree: a worktree built in place), the trees adjacent in every round, and
+the table gives each tree's figures and the after/before ratio of CPU per record (the median
+over rounds of the two adjacent runs' ratio).
 
 Writes bench/results/send_batch_columns_{kafka,mock}.json and .md (and prints the table).
 Needs numpy and pyarrow; --broker mock needs confluent-kafka.
@@ -87,16 +93,24 @@ def child(spec: dict) -> dict:
 # ---------------------------------------------------------------------------------------------
 # the parent
 
-def run_one(broker, spec: dict) -> dict:
+def run_one(broker, spec: dict, src: str | None = None) -> dict:
+    """One run; its child imports pyprod from src (a tree's src directory) if given."""
     topic = f"sbc-{spec['source']}-{spec['round']}-{uuid.uuid4().hex[:8]}"
     broker.create(topic, compare.PARTITIONS)
     bootstrap, extra = broker.client_address({"client": "pyprod"})
     args = dict(spec, topic=topic, bootstrap=bootstrap, extra=extra or {})
+    old = os.environ.get("PYTHONPATH")
+    if src:
+        os.environ["PYTHONPATH"] = src + (os.pathsep + old if old else "")
     try:
         res = dict(run_child(os.path.abspath(__file__), args, spec["source"], spec["rows"]),
-                   round=spec["round"])
+                   round=spec["round"], tree=spec.get("tree", ""))
         landed = broker.count(topic)
     finally:
+        if src and old is None:
+            del os.environ["PYTHONPATH"]
+        elif src:
+            os.environ["PYTHONPATH"] = old
         broker.delete(topic)
     if res["records"] != spec["rows"] or landed != spec["rows"] + compare.PARTITIONS:
         raise RuntimeError(f"{spec['source']}: {landed} records in {topic} "
@@ -105,13 +119,25 @@ def run_one(broker, spec: dict) -> dict:
     return res
 
 
+def _cpu_ratio(runs: list, source: str) -> float | None:
+    """Median over rounds of after/before CPU per record (the two runs of a round adjacent)."""
+    ratios = []
+    for rnd in dict.fromkeys(r["round"] for r in runs):
+        pair = {r["tree"]: r["cpu_s"] / r["records"] for r in runs
+                if r["round"] == rnd and r["source"] == source}
+        if len(pair) == 2:
+            ratios.append(pair["after"] / pair["before"])
+    return statistics.median(ratios) if ratios else None
+
+
 def summarize(runs: list) -> list:
     rows = []
-    for source in dict.fromkeys(r["source"] for r in runs):
-        mine = [r for r in runs if r["source"] == source]
+    for tree, source in dict.fromkeys((r["tree"], r["source"]) for r in runs):
+        mine = [r for r in runs if r["source"] == source and r["tree"] == tree]
         rate = [r["records"] / r["wall_s"] for r in mine]
         per_core = [r["records"] / r["cpu_s"] for r in mine if r["cpu_s"] > 0]
-        rows.append({"source": source, "runs": len(mine),
+        rows.append({"tree": tree, "source": source, "runs": len(mine),
+                     "cpu_ratio": _cpu_ratio(runs, source) if tree == "after" else None,
                      "records_per_s": statistics.median(rate),
                      "records_per_s_min": min(rate), "records_per_s_max": max(rate),
                      "records_per_cpu_s": statistics.median(per_core) if per_core else None,
@@ -133,17 +159,20 @@ def markdown(meta: dict, rows: list) -> str:
            "rounds (min..max). Per core: records per CPU second of the producing process "
            "(every thread).", "",
            "| column | records/s | per core (records/CPU s) | vs " +
-           (first["source"] if first else "") + " (records/s) |",
-           "|---|---:|---:|---:|"]
+           (first["source"] if first else "") + " (records/s) | CPU/record after/before |",
+           "|---|---:|---:|---:|---:|"]
     for r in rows:
         per_core = "n/a" if r["records_per_cpu_s"] is None else \
             f"{r['records_per_cpu_s']:,.0f} ({r['records_per_cpu_s_min']:,.0f}.." \
             f"{r['records_per_cpu_s_max']:,.0f})"
         label = LABELS[r["source"]] % meta["value_size"] if r["source"] == "numpy" \
             else LABELS[r["source"]]
+        if r["tree"]:
+            label += f" ({r['tree']}: {meta['trees'][r['tree']]})"
+        ratio = "" if r["cpu_ratio"] is None else f"{r['cpu_ratio']:.2f}x"
         out.append(f"| {label} | {r['records_per_s']:,.0f} ({r['records_per_s_min']:,.0f}.."
                    f"{r['records_per_s_max']:,.0f}) | {per_core} | "
-                   f"{r['records_per_s'] / first['records_per_s']:.2f}x |")
+                   f"{r['records_per_s'] / first['records_per_s']:.2f}x | {ratio} |")
     m = meta["machine"]
     out += ["", f"Machine: {m['cpu_model']}, {m['cores']} cores, {m['os']}, Python "
             f"{m['python']}. Versions: " + ", ".join(f"{k} {v}" for k, v in
@@ -169,6 +198,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sources", default=",".join(SOURCES))
     ap.add_argument("--value-size", type=int, default=VALUE_SIZE)
     ap.add_argument("--out-dir", default=compare.RESULTS)
+    ap.add_argument("--before", help="a git commit to compare with (see above)")
+    ap.add_argument("--after", help="with --before: a commit instead of the working tree")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -179,19 +210,24 @@ def main(argv=None) -> int:
         ap.error("--sources: a comma-separated list of " + ", ".join(SOURCES))
     if min(args.rows, args.chunk, args.rounds, args.value_size) <= 0:
         ap.error("--rows, --chunk, --rounds and --value-size must be positive")
-    t0, runs = time.monotonic(), []
+    t0, runs, trees, names = time.monotonic(), [], {"": None}, {}
+    if args.before:
+        trees = {"before": before_after.build_tree(args.before),
+                 "after": before_after.build_tree(args.after) if args.after else None}
+        names = {"before": args.before, "after": args.after or "working tree"}
     broker, label = _broker(args.broker)
     with broker:
         warm = min(args.rows, WARM_ROWS)
         run_one(broker, {"source": sources[-1], "rows": warm, "chunk": min(args.chunk, warm),
                          "value_size": args.value_size, "round": -1})
         for rnd in range(args.rounds):
-            for source in compare._rotate(sources, rnd):
+            for source, tree in [(s, t) for s in compare._rotate(sources, rnd)
+                                 for t in compare._rotate(list(trees), rnd)]:
                 spec = {"source": source, "rows": args.rows, "chunk": args.chunk,
-                        "value_size": args.value_size, "round": rnd}
-                runs.append(run_one(broker, spec))
+                        "value_size": args.value_size, "round": rnd, "tree": tree}
+                runs.append(run_one(broker, spec, trees[tree]))
                 r = runs[-1]
-                print(f"round {rnd + 1}/{args.rounds} {source}: "
+                print(f"round {rnd + 1}/{args.rounds} {source} {tree}: "
                       f"{r['records'] / r['wall_s']:,.0f} records/s, "
                       f"{r['records'] / r['cpu_s']:,.0f} records/CPU s", file=sys.stderr,
                       flush=True)
@@ -209,7 +245,7 @@ def main(argv=None) -> int:
                                 list(sys.argv[1:] if argv is None else argv)),
             "machine": compare.machine_info(), "versions": versions, "broker": args.broker,
             "broker_label": label, "rows": args.rows, "chunk": args.chunk,
-            "value_size": args.value_size, "rounds": args.rounds,
+            "value_size": args.value_size, "rounds": args.rounds, "trees": names,
             "elapsed_s": round(time.monotonic() - t0, 1)}
     rows = summarize(runs)
     before_after.write(os.path.join(args.out_dir, f"send_batch_columns_{args.broker}"),

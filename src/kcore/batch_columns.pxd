@@ -7,9 +7,11 @@
 # send_batch whose _Call embeds it. read_columns fills it with the GIL (the GIL-free helpers it
 # calls, _check_offsets, _scale and _encode_header_chunk, read only the buffers and write only
 # the arrays they are given); the walk (batch_send.pxd) then reads it without the GIL. What
-# the chunks point into (bytes objects and pyarrow buffers, immutable) is kept alive by the
-# list given to read_columns (_Call.keep); every column holds exactly n records, checked by
-# read_columns, so next_record reads n records and no more.
+# the chunks point into (bytes objects and pyarrow buffers, immutable; a numpy S array's
+# buffer, held by a memoryview) is kept alive by the list given to read_columns (_Call.keep);
+# every column holds exactly n records, checked by read_columns, so next_record reads n records
+# and no more. A numpy array stays writable: a thread writing it during the call can tear a
+# record's bytes, never move its bounds (a fixed-width record's length is at most its width).
 # Python sequences (read_columns, with the GIL or, free-threaded, an attached thread state):
 # another thread may change a list column at any time, so no list is read by index after its
 # length was taken (PyList_GET_ITEM, PySequence_Fast_ITEMS, a compiled `for x in a_list`; one
@@ -25,9 +27,12 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free
 
 
-# One chunk of a binary column: Arrow buffers, or a pointer and a length (-1: null) a record.
+# One chunk of a binary column: Arrow buffers, a pointer and a length (-1: null) a record, or
+# fixed-width records (numpy S: record j is data[j * width:][:width], trailing NULs dropped).
 cdef struct BinChunk:
     Py_ssize_t length
+    bint fixed                   # fixed-width records, at data
+    Py_ssize_t width
     const uint8_t* valid         # validity bitmap, NULL if no nulls
     Py_ssize_t voff              # its bit offset (the array's offset)
     const int32_t* off32         # offsets from the array's offset (one of off32 / off64)
@@ -80,6 +85,13 @@ cdef inline void next_record(BinCursor* c, const uint8_t** p, Py_ssize_t* n) noe
     if ch.ptrs != NULL:
         p[0] = ch.ptrs[j]
         n[0] = ch.lens[j]
+        return
+    if ch.fixed:
+        p[0] = ch.data + j * ch.width
+        s = ch.width
+        while s > 0 and p[0][s - 1] == 0:
+            s -= 1
+        n[0] = <Py_ssize_t>s
         return
     if ch.valid != NULL and not (ch.valid[(ch.voff + j) >> 3] >> ((ch.voff + j) & 7)) & 1:
         p[0] = NULL

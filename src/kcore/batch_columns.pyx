@@ -6,8 +6,8 @@ kcore.batch_send's GIL-free walk goes through record by record (next_record, bat
 Arrow columns are read from their buffers (validity bitmap, int32/int64 offsets, data, from the
 array's offset, chunk after chunk), checked before the walk reads them; Python sequences become
 a pointer and a length per record (through the shared checks, _binary_rows), and so do numpy
-S and U arrays; numpy integer and datetime64 columns are read from their buffers
-(kcore.numpy_columns: np_binary, np_ints). Headers are
+U arrays (encoded); numpy S arrays are read in place, and numpy integer and datetime64 columns
+from their buffers (kcore.numpy_columns: np_fixed, np_binary, np_ints). Headers are
 encoded as the record format wants them, once per call. No Python object is made per record of
 an Arrow column or a fixed-width numpy one. batch_send cimports read_columns (C to C) and imports check_columns and
 prepare_rows from here.
@@ -23,7 +23,7 @@ from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
-from kcore.numpy_columns cimport np_binary, np_ints
+from kcore.numpy_columns cimport np_binary, np_fixed, np_ints
 from kcore.record_batch_builder cimport encode_headers
 from kcore.varint cimport write_varint
 
@@ -323,16 +323,22 @@ cdef int _binary(Columns* cols, int which, object obj, str name, object serializ
             raise ValueError("%s has %d entries in its chunks, %d expected" % (name, j, n))
         return 0
     m = n  # the walk reads n records: every path below checks the column has n
-    chunks = <BinChunk*>calloc(1, sizeof(BinChunk) + max(m, 1) * (sizeof(uint8_t*) +
-                                                               sizeof(Py_ssize_t)))
+    fixed = type(obj) is _NpColumn and obj.kind == "S"  # read in place: no pointer a record
+    chunks = <BinChunk*>calloc(1, sizeof(BinChunk) + (0 if fixed else max(m, 1) * (
+        sizeof(uint8_t*) + sizeof(Py_ssize_t))))
     if chunks == NULL:
         raise MemoryError()
     cols.chunk_mem[which] = chunks
+    cur.chunks, cur.nchunks = chunks, 1
+    if fixed:
+        keep.append(np_fixed(obj, m, name, &chunks.data))
+        chunks.length, chunks.fixed, chunks.width = m, True, obj.arr.dtype.itemsize
+        return 0
     ptrs = <const uint8_t**>(<char*>chunks + sizeof(BinChunk))
     lens = <Py_ssize_t*>(<char*>ptrs + max(m, 1) * sizeof(uint8_t*))
     # Plain bytes and None in a list or tuple: pointed at in one pass, a tuple holding them;
     # anything else goes through _binary_rows.
-    if type(obj) is _NpColumn:  # S / U: raw bytes, as Arrow's
+    if type(obj) is _NpColumn:  # U: encoded to UTF-8
         rows = np_binary(obj, ptrs, lens, m, name)
     else:
         rows = _held_bytes(obj, ptrs, lens, m) if serializer is None else None
@@ -347,7 +353,6 @@ cdef int _binary(Columns* cols, int which, object obj, str name, object serializ
                 lens[j] = PyBytes_GET_SIZE(item)
     keep.append(rows)
     chunks.length, chunks.ptrs, chunks.lens = m, ptrs, lens
-    cur.chunks, cur.nchunks = chunks, 1
     return 0
 
 

@@ -4,10 +4,10 @@
 # Threads (the one place these rules are written; batch_send.pyx points here): a _Call, its
 # Slot array, its Columns (batch_columns.pxd) and its _Placement belong to the one caller
 # thread in send_batch. Its walk (_Call._walk, without the GIL) reads and writes only those; the
-# column memory they point into (bytes objects and pyarrow buffers, immutable, kept alive by
-# _Call.keep; every array holds exactly n records, checked with the GIL before the walk); the
-# batches it holds (``appending``, set by this call: their builder and memory are its own, see
-# producer_batch.pxd); and the topic's partitioner (``sticky`` as a hint, bounds-checked
+# column memory they point into (bytes objects, pyarrow and numpy buffers, kept alive by
+# _Call.keep, see batch_columns.pxd; every array holds exactly n records, checked with the GIL
+# before the walk); the batches it holds (``appending``, set by this call: their builder and
+# memory are its own, see producer_batch.pxd); and the topic's partitioner (``sticky`` as a hint, bounds-checked
 # against the call's slots; _add_produced), see builtin_partitioner.pxd. It takes the GIL
 # back to hold another batch, grow one, switch or widen to the sticky partition, and at the end.
 from cpython.object cimport PyObject

@@ -60,8 +60,7 @@ cdef class _Placement:
         self.parts = <int32_t*>malloc(max(n, 1) * sizeof(int32_t))
         if self.parts == NULL:
             raise MemoryError()
-        for i in range(n):
-            self.parts[i] = -1
+        memset(self.parts, 0xFF, n * sizeof(int32_t))  # every one -1
 
     def __dealloc__(self):
         free(self.parts)
@@ -251,7 +250,7 @@ cdef class _Call:
                 elif st == WALK_NO_BATCH:
                     self._take(part, self.stop_size)
                 elif st == WALK_FULL:
-                    if not (<ProducerBatch>self.slots[part].batch).grow(self.stop_size):
+                    if not (<ProducerBatch>self.slots[part].batch).grow(self.stop_size, True):
                         self._roll(part)
                         self._take(part, self.stop_size)
                 elif st == WALK_AFTER:

@@ -6,9 +6,13 @@
 from libc.stdint cimport int64_t, uint8_t
 
 
-# An S or U column (_numpy_columns.py's _NpColumn) of n records: ptrs[j], lens[j] its
-# records' bytes (trailing NULs dropped; U encoded as UTF-8); returns what they point into
-# (a memoryview of the array, or the encoded bytes), for the call to keep.
+# An S column (_numpy_columns.py's _NpColumn) of n records: data[0] = its buffer (record j
+# is its itemsize bytes at j * itemsize, trailing NULs not dropped); returns the memoryview
+# holding it, for the call to keep.
+cdef object np_fixed(object col, Py_ssize_t n, str name, const uint8_t** data)
+
+# A U column of n records: ptrs[j], lens[j] its records encoded as UTF-8 (trailing NULs
+# dropped); returns the bytes they point into, for the call to keep.
 cdef object np_binary(object col, const uint8_t** ptrs, Py_ssize_t* lens, Py_ssize_t n,
                       str name)
 

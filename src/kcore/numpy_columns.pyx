@@ -3,13 +3,14 @@
 _numpy_columns.py, compiled in here as the pure twin imports it, unwraps pandas, checks
 dtypes, makes each array native-endian and C-contiguous (_np_column) and reads the records
 through ``tolist()`` (_np_binary_rows, _np_int_rows: prepare_rows' lists, on both twins). The
-readers below (np_binary, np_ints, cimported by kcore.batch_columns) read ``S`` and ``U`` values
-and keys, integer partitions, integer and ``datetime64`` timestamps from the array's buffer
-instead, with no Python object per record.
+readers below (np_fixed, np_binary, np_ints, cimported by kcore.batch_columns) read ``S`` and
+``U`` values and keys, integer partitions, integer and ``datetime64`` timestamps from the
+array's buffer instead, with no Python object per record.
 
-``S``: a pointer into the array and the length without trailing NULs, a record. ``U`` (UCS4):
-encoded to UTF-8 into one bytes object (two passes: sizes, then bytes); a surrogate or a code
-point over U+10FFFF is a ValueError, as the pure twin's. Integers of any width and sign are
+``S``: read in place (np_fixed: the array's buffer; the walk drops each record's trailing
+NULs, batch_columns.pxd: next_record). ``U`` (UCS4): encoded to UTF-8 into one bytes object
+(two passes: sizes, then bytes); a surrogate or a code point over U+10FFFF is a ValueError, as
+the pure twin's. Integers of any width and sign are
 checked against the column's limit before scaling, as Arrow's (batch_columns.pyx: _scale).
 Threads: see numpy_columns.pxd.
 """
@@ -27,19 +28,6 @@ cdef uint8_t _nothing[1]
 
 
 # ---- S and U (nogil) ----
-
-cdef void _fixed_bytes(const uint8_t* data, Py_ssize_t w, Py_ssize_t n, const uint8_t** ptrs,
-                       Py_ssize_t* lens) noexcept nogil:
-    """S<w>: record j is data[j*w : j*w + w] without its trailing NULs."""
-    cdef Py_ssize_t j, m
-    cdef const uint8_t* p
-    for j in range(n):
-        p = data + j * w
-        m = w
-        while m > 0 and p[m - 1] == 0:
-            m -= 1
-        ptrs[j], lens[j] = p, m
-
 
 cdef inline int _utf8_len(uint32_t cp) noexcept nogil:
     """The UTF-8 size of a code point; 0 if it has none (a surrogate, over U+10FFFF)."""
@@ -111,39 +99,40 @@ cdef void _ucs4_encode(const uint32_t* cps, Py_ssize_t w, Py_ssize_t n, uint8_t*
                 out += 4
 
 
-cdef object np_binary(object col, const uint8_t** ptrs, Py_ssize_t* lens, Py_ssize_t n,
-                      str name):
+cdef object np_fixed(object col, Py_ssize_t n, str name, const uint8_t** data):
+    """The column's buffer (n records of its itemsize) at data[0]; the memoryview holding it
+    (numpy will not resize or free it meanwhile)."""
     cdef Py_buffer view
-    cdef Py_ssize_t w, total = 0, bad
-    cdef const uint8_t* data
-    cdef uint8_t* dest
-    cdef bytes out
-    arr = col.arr
-    w = arr.dtype.itemsize
-    held = memoryview(arr)  # holds the buffer: numpy will not resize or free it meanwhile
+    cdef Py_ssize_t w = col.arr.dtype.itemsize
+    held = memoryview(col.arr)
     PyObject_GetBuffer(held, &view, PyBUF_SIMPLE)
     try:
         if view.len != n * w:
             raise ValueError("%s: the numpy array holds %d bytes, %d expected"
                              % (name, view.len, n * w))
-        data = <const uint8_t*>view.buf if w and n else _nothing
-        if col.kind == "S":
-            with nogil:
-                _fixed_bytes(data, w if data != _nothing else 0, n, ptrs, lens)
-            return held
-        w //= 4
-        with nogil:
-            bad = _ucs4_sizes(<const uint32_t*>data, w, n, lens, &total)
-        if bad >= 0:
-            raise ValueError("%s[%d]: code point U+%04X cannot be encoded as UTF-8"
-                             % (name, bad // w, (<const uint32_t*>data)[bad]))
-        out = PyBytes_FromStringAndSize(NULL, total)
-        dest = <uint8_t*>PyBytes_AS_STRING(out)
-        with nogil:
-            _ucs4_encode(<const uint32_t*>data, w, n, dest, ptrs, lens)
-        return out
+        data[0] = <const uint8_t*>view.buf if w and n else _nothing
     finally:
-        PyBuffer_Release(&view)
+        PyBuffer_Release(&view)  # the memoryview still holds the export
+    return held
+
+
+cdef object np_binary(object col, const uint8_t** ptrs, Py_ssize_t* lens, Py_ssize_t n,
+                      str name):
+    cdef Py_ssize_t w = col.arr.dtype.itemsize // 4, total = 0, bad
+    cdef const uint8_t* data
+    cdef uint8_t* dest
+    cdef bytes out
+    held = np_fixed(col, n, name, &data)  # kept alive until encoded
+    with nogil:
+        bad = _ucs4_sizes(<const uint32_t*>data, w, n, lens, &total)
+    if bad >= 0:
+        raise ValueError("%s[%d]: code point U+%04X cannot be encoded as UTF-8"
+                         % (name, bad // w, (<const uint32_t*>data)[bad]))
+    out = PyBytes_FromStringAndSize(NULL, total)
+    dest = <uint8_t*>PyBytes_AS_STRING(out)
+    with nogil:
+        _ucs4_encode(<const uint32_t*>data, w, n, dest, ptrs, lens)
+    return out
 
 
 # ---- integers (nogil) ----

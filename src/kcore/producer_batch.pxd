@@ -89,7 +89,9 @@ cdef class ProducerBatch:
     # The writer (its own append, or the send_batch call that set ``appending``): a record of
     # at most size bytes did not fit: move to a bigger slab from the pool (GROWTH times, else
     # twice, capped at max_size) without waiting. 1 if it did (the record fits now), else 0.
-    cdef int grow(self, Py_ssize_t size) except -1
+    # whole: to max_size at once (a send_batch call with more records to come: one copy of
+    # the records, not two).
+    cdef int grow(self, Py_ssize_t size, bint whole=*) except -1
     # A caller not holding it: move into mem (cap bytes from the pool, waited for by the
     # caller): 1, or 0 when the batch can no longer grow or is held (mem is given back).
     cdef int grow_into(self, uint8_t* mem, Py_ssize_t cap) except -1
@@ -112,5 +114,13 @@ cdef class ProducerBatch:
                                        int64_t header_size, Py_ssize_t size)
 
 
-cdef Py_ssize_t size_upper_bound(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hbytes,
-                                 Py_ssize_t hcount) noexcept nogil
+cdef enum:
+    C_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # RECORD_OVERHEAD, for nogil code
+
+
+# As record_size_upper_bound: hbytes = utf-8 key and value bytes of the headers. Inline: the
+# send paths call it once a record.
+cdef inline Py_ssize_t size_upper_bound(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hbytes,
+                                        Py_ssize_t hcount) noexcept nogil:
+    return C_RECORD_OVERHEAD + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + \
+        hbytes + 10 * hcount

@@ -21,17 +21,7 @@ include "_producer_batch.py"  # BATCH_HEADER, record_size_upper_bound, segment r
 __all__ = ["ProducerBatch", "record_size_upper_bound", "restamp", "BATCH_HEADER",
            "piece_errors"]
 
-cdef enum:
-    C_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5   # RECORD_OVERHEAD, for nogil code
-
 cdef char* _FORMAT_B = "B"
-
-
-cdef Py_ssize_t size_upper_bound(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hbytes,
-                                 Py_ssize_t hcount) noexcept nogil:
-    """As record_size_upper_bound: hbytes = utf-8 key and value bytes of the headers."""
-    return C_RECORD_OVERHEAD + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0) + \
-        hbytes + 10 * hcount
 
 
 cdef inline void _put_be(uint8_t* p, uint64_t v, int n) noexcept nogil:
@@ -177,11 +167,13 @@ cdef class ProducerBatch:
             cap = written + size
         return cap if cap < self.max_size else self.max_size
 
-    cdef int grow(self, Py_ssize_t size) except -1:
+    cdef int grow(self, Py_ssize_t size, bint whole=False) except -1:
         cdef Py_ssize_t cap = self._growth(size)
         cdef uint8_t* mem = NULL
         if cap == 0:
             return 0
+        if whole:
+            cap = self.max_size
         if self.pool._try_now(cap, &mem) != BP_OK:  # never waits: see grow_into
             cap = self.mem_size * 2 if self.mem_size * 2 < cap else cap  # a smaller step
             if cap < self.builder.pos + size or self.pool._try_now(cap, &mem) != BP_OK:

@@ -109,18 +109,23 @@ cdef int _grow(RecordBatchBuilder b, Py_ssize_t need) noexcept nogil:
     return 0
 
 
-cdef uint8_t V_ZERO, V_NULL   # the one-byte encodings of 0 and -1 (null), from kcore.varint
-
-
 cdef inline uint8_t* _varint(uint8_t* p, int64_t v) noexcept nogil:
-    """write_varint, without the call for 0 and -1 (most records have several of those)."""
-    if v == 0:
-        p[0] = V_ZERO
+    """write_varint, inlined for the one- and two-byte values most of a record's fields are
+    (checked against kcore.varint at import: _check_varints)."""
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)   # zigzag
+    if z < 0x80:
+        p[0] = <uint8_t>z
         return p + 1
-    if v == -1:
-        p[0] = V_NULL
-        return p + 1
+    if z < 0x4000:
+        p[0] = <uint8_t>(z | 0x80)
+        p[1] = <uint8_t>(z >> 7)
+        return p + 2
     return p + write_varint(p, v)
+
+
+cdef inline Py_ssize_t _size_of(Py_ssize_t n) noexcept nogil:
+    """varint_size of a length n >= 0, inlined below 8192."""
+    return 1 if n < 64 else 2 if n < 8192 else varint_size(n)
 
 
 cdef uint8_t* _fields(uint8_t* p, int64_t delta, int32_t count,
@@ -130,12 +135,12 @@ cdef uint8_t* _fields(uint8_t* p, int64_t delta, int32_t count,
     """Write a record's body (everything after its length) at p; returns its end."""
     p[0] = 0                                        # record attributes
     p = _varint(p + 1, delta)                       # timestampDelta
-    p += write_varint(p, count)                     # offsetDelta
+    p = _varint(p, count)                           # offsetDelta
     p = _varint(p, klen)
     if klen > 0:
         memcpy(p, key, <size_t>klen)
         p += klen
-    p += write_varint(p, vlen)
+    p = _varint(p, vlen)
     if vlen > 0:
         memcpy(p, value, <size_t>vlen)
         p += vlen
@@ -208,7 +213,7 @@ cdef inline int _append(RecordBatchBuilder b, int64_t ts, const uint8_t* key, Py
     guess = b.nlen
     body = _fields(start + guess, <int64_t>(<uint64_t>ts - <uint64_t>b.base_ts) if count else 0,
                    count, key, klen, value, vlen, headers, hlen, hcount) - (start + guess)
-    nlen = varint_size(body)
+    nlen = _size_of(body)
     need = b.pos + nlen + body
     if need - 12 > INT32_MAX:
         return RBB_TOO_LARGE
@@ -217,23 +222,25 @@ cdef inline int _append(RecordBatchBuilder b, int64_t ts, const uint8_t* key, Py
     if nlen != guess:
         memmove(start + nlen, start + guess, <size_t>body)
         b.nlen = <int>nlen
-    write_varint(start, body)
+    _varint(start, body)
     return _commit(b, need, ts)
 
 
-cdef int _init_constants() except -1:
-    global V_ZERO, V_NULL
-    cdef uint8_t tmp[16]
-    if write_varint(tmp, 0) != 1:
-        raise ImportError("kcore.varint: unexpected encoding of 0")
-    V_ZERO = tmp[0]
-    if write_varint(tmp, -1) != 1:
-        raise ImportError("kcore.varint: unexpected encoding of -1")
-    V_NULL = tmp[0]
+cdef int _check_varints() except -1:
+    """_varint and _size_of encode as kcore.varint does (its edge values)."""
+    cdef uint8_t a[16]
+    cdef uint8_t b[16]
+    cdef Py_ssize_t n
+    for v in (0, -1, 1, 63, -64, 64, -65, 8191, -8192, 8192, -8193, 1 << 40, -(1 << 62)):
+        n = write_varint(a, v)
+        if _varint(b, v) - b != n or a[:n] != b[:n]:
+            raise ImportError("kcore.varint: unexpected encoding of %d" % v)
+        if v >= 0 and _size_of(v) != varint_size(v):
+            raise ImportError("kcore.varint: unexpected size of %d" % v)
     return 0
 
 
-_init_constants()
+_check_varints()
 
 
 # ---- helpers (GIL) ----

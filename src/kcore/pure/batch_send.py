@@ -173,7 +173,7 @@ class _Call:
         if batch is None:
             batch = self._take(part, size)
         while not batch.append_records(ts, key, value, headers, size):
-            if not batch.grow(size):
+            if not batch.grow(size, True):
                 self._roll(part)
                 batch = self._take(part, size)
         self.seg[part][2] += 1

@@ -119,15 +119,17 @@ class ProducerBatch:
         self.starved = False
         return True
 
-    def grow(self, size):
+    def grow(self, size, whole=False):
         """The writer (its own append, or the send_batch call that set ``appending``): a record
         of at most size bytes did not fit: take a bigger buffer from the pool (GROWTH times its
         size, else twice, capped at max_size) without waiting. True if it did (the record fits
-        now)."""
+        now). whole: max_size at once (send_batch: one copy of the records, not two)."""
         builder, memory = self.builder, self.memory
         cap = self._growth(size)
         if not cap:
             return False
+        if whole:
+            cap = self.max_size
         written = builder.size_in_bytes()
         with _MEMORY_LOCK:
             if self.memory is not memory:  # given back meanwhile
