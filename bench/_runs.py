@@ -32,6 +32,27 @@ def machine_cpu_s():
     return busy / tick, fields[7] / tick
 
 
+class MachineLoad:
+    """One run's share of the machine: made as the run starts; result(client_cpu_s) gives the
+    broker's CPU seconds meanwhile, the machine's steal, the run's length, and other_cpu_s:
+    the machine's busy time less the client's and the broker's."""
+
+    def __init__(self, broker):
+        self.broker, self.broker_cpu = broker, broker.cpu_s()
+        self.machine, self.started = machine_cpu_s(), time.monotonic()
+
+    def result(self, client_cpu_s):
+        out = {}
+        if self.broker_cpu is not None and self.broker.cpu_s() is not None:
+            out["broker_cpu_s"] = self.broker.cpu_s() - self.broker_cpu
+        if self.machine is not None:
+            busy, steal = (b - a for a, b in zip(self.machine, machine_cpu_s()))
+            out["steal_s"] = round(steal, 2)
+            out["run_s"] = round(time.monotonic() - self.started, 2)
+            out["other_cpu_s"] = round(busy - client_cpu_s - out.get("broker_cpu_s", 0), 2)
+        return out
+
+
 def run_measured(cmd, timeout, rss_every=None):
     """Run ``cmd``; stdout, stderr, exit code, CPU and peak RSS from its rusage (wait4), and
     with ``rss_every`` (s) a [(seconds, RSS MiB)] timeline read from /proc meanwhile."""
@@ -241,17 +262,12 @@ def run_one(broker, spec, timeout=None, rss_every=None) -> dict:
                 topic=f"cmp-{spec['client']}-{spec['workload']}-{uuid.uuid4().hex[:8]}")
     broker.create(spec["topic"], spec["partitions"])
     timeout = timeout or 120 + spec["records"] / 5_000
-    broker_cpu, machine, started = broker.cpu_s(), machine_cpu_s(), time.monotonic()
+    load = MachineLoad(broker)
     if spec["client"] == "java":
         res = run_java(spec, timeout)
     else:
         res = run_python_client(spec, timeout, rss_every)
-    if broker_cpu is not None and broker.cpu_s() is not None:
-        res["broker_cpu_s"] = broker.cpu_s() - broker_cpu  # the client's whole run
-    if machine is not None:
-        busy, steal = (b - a for a, b in zip(machine, machine_cpu_s()))
-        res["steal_s"], res["run_s"] = round(steal, 2), round(time.monotonic() - started, 2)
-        res["other_cpu_s"] = round(busy - res["process_cpu_s"] - res.get("broker_cpu_s", 0), 2)
+    res.update(load.result(res["process_cpu_s"]))  # over the client's whole run
     warm = 0 if spec["client"] == "java" else spec["partitions"]
     landed = broker.count(spec["topic"])
     broker.delete(spec["topic"])

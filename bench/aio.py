@@ -32,7 +32,7 @@ import sys
 import time
 
 import _mock_broker
-from _runs import machine_cpu_s
+from _runs import MachineLoad
 import compare
 
 CLIENTS = ("pyprod.aio", "aiokafka", "confluent-kafka-aio")
@@ -103,15 +103,12 @@ def run_once(broker, client, records, timeout):
     spec = dict(compare.workload_spec(WORKLOAD), client=client, records=records, rate=0,
                 bootstrap=broker.bootstrap, topic=topic, partitions=compare.PARTITIONS)
     broker.create(topic)
-    broker_cpu, machine, started = broker.cpu_s(), machine_cpu_s(), time.monotonic()
+    load = MachineLoad(broker)
     out = compare.run_measured([sys.executable, os.path.abspath(__file__), "--child",
                                 json.dumps(spec)], timeout)
-    others = None
-    if machine is not None:  # CPU s per s that neither the client nor the broker took
-        busy = machine_cpu_s()[0] - machine[0] - out["cpu_s"]
-        if broker_cpu is not None:
-            busy -= broker.cpu_s() - broker_cpu
-        others = round(max(0.0, busy) / (time.monotonic() - started), 2)
+    load = load.result(out["cpu_s"])  # CPU s per s that neither the client nor the broker took
+    others = round(max(0.0, load["other_cpu_s"]) / load["run_s"], 2) if load.get("run_s") \
+        else None
     line = [s for s in out["stdout"].splitlines() if s.startswith("{")]
     landed = broker.count(topic)
     broker.delete(topic)
