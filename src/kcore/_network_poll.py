@@ -30,6 +30,12 @@ def now_ms():
     return int(time.monotonic() * 1000)
 
 
+def now_us():
+    """The same clock in microseconds: the Sender's loop times linger with it (its ms part is
+    now_ms())."""
+    return int(time.monotonic() * 1000000)
+
+
 def _buffers(body):
     if isinstance(body, list):
         return body
@@ -96,6 +102,7 @@ class NetworkPoll:
         self.closed = False
 
     now_ms = staticmethod(now_ms)
+    now_us = staticmethod(now_us)
 
     def wakeup(self):
         """Interrupt a blocking poll() (any thread)."""

@@ -77,14 +77,17 @@ def _pass(loop, sender, transaction_manager):
 def _run_once(loop, client, metadata, max_request_size):
     """One loop of the Sender: expiry, the produce step, the client's poll. Returns None, or
     the loop's time (ms) when the producer id needs the Sender's decision first: then only
-    expiry has run."""
-    now = loop.net.now_ms()
+    expiry has run. Linger is timed to the microsecond (librdkafka's precision): the loop's
+    time is read in microseconds, its ms part is the loop's now."""
+    now_us = loop.net.now_us()
+    now = now_us // 1000
     _fail_expired(loop, now)
     txn_partitions = loop.txn_partitions
     if txn_partitions is not None and (txn_partitions.fatal_error is not None or
                                        not txn_partitions.has_producer_id()):
         return now
-    loop.poll_net(_send_producer_data(loop, client, metadata, max_request_size, now), now)
+    loop.poll_net(_send_producer_data(loop, client, metadata, max_request_size, now, now_us),
+                  now)
     return None
 
 
@@ -130,14 +133,16 @@ def _expired_error(batch, now, where):
             batch.record_count, batch.topic_partition, now - batch.created_ms, where))
 
 
-def _send_producer_data(loop, client, metadata, max_request_size, now):
-    """The poll timeout in ms: 0 after a send (more may be sendable at once)."""
+def _send_producer_data(loop, client, metadata, max_request_size, now, now_us=None):
+    """The poll timeout in ms (fractional when now_us is given): 0 after a send (more may be
+    sendable at once)."""
     accumulator = loop.accumulator
     net = loop.net
     cluster = metadata.cluster
     busy = net.busy_nodes()
     sendable = net.sendable_nodes(now)
-    result, drained = accumulator.ready_drain(cluster, now, busy, sendable, max_request_size)
+    result, drained = accumulator.ready_drain(cluster, now, busy, sendable, max_request_size,
+                                              now_us)
     if result.unknown_leader_topics:
         for topic in result.unknown_leader_topics:
             metadata.add_topic(topic)

@@ -20,7 +20,7 @@
 # - pool: set by attach, kept until __dealloc__ (no_gc_clear: the collector never clears it).
 # - attempts, last_attempt_ms, base_sequence, seq_producer_*, payload, drained_ms: the Sender
 #   thread only, once the batch is out of its queue (or at its head, under the queue's lock).
-#   created_ms: set before the batch is in a queue, then read-only.
+#   created_ms, created_frac_us: set before the batch is in a queue, then read-only.
 # - A batch is published by PartitionQueue.insert_c (under the queue's lock): what was written
 #   before is seen by every thread that reaches it through the queue.
 # nogil: is_full_c, is_grown_c (any thread; builder.pos is atomic, record_batch_builder.pxd).
@@ -55,6 +55,7 @@ cdef class ProducerBatch:
     cdef public RecordBatchBuilder builder
     cdef public ProduceRequestResult result
     cdef public int64_t created_ms, last_attempt_ms
+    cdef public int32_t created_frac_us  # creation's microseconds past created_ms (linger's)
     cdef public int attempts
     cdef public int32_t record_count
     cdef public Py_ssize_t size

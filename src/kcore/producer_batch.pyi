@@ -25,6 +25,7 @@ class ProducerBatch:
     builder: RecordBatchBuilder | None
     result: ProduceRequestResult
     created_ms: int
+    created_frac_us: int  # creation's microseconds past created_ms (linger counts from them)
     last_attempt_ms: int
     attempts: int
     record_count: int
@@ -40,7 +41,7 @@ class ProducerBatch:
     segments: list[tuple[Any, int, int, int]] | None
     drained_ms: int | None
     def __init__(self, topic_partition: TopicPartition, batch_size: int, compression: str | None,
-                 now_ms: int, max_size: int | None = None) -> None: ...
+                 now_ms: int, max_size: int | None = None, frac_us: int = 0) -> None: ...
     @property
     def sequence_epoch(self) -> tuple[int, int] | None: ...
     @property

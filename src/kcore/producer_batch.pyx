@@ -120,13 +120,14 @@ cdef int _append(ProducerBatch b, int64_t ts, const uint8_t* key, Py_ssize_t kle
 @cython.no_gc_clear
 cdef class ProducerBatch:
     def __init__(self, topic_partition, Py_ssize_t batch_size, compression, int64_t now_ms,
-                 max_size=None):
+                 max_size=None, int32_t frac_us=0):
         self.topic_partition = topic_partition
         self.builder = RecordBatchBuilder(batch_size, compression or "none")
         self.batch_size = batch_size
         self.max_size = batch_size if max_size is None else max(<Py_ssize_t>max_size, batch_size)
         self.result = ProduceRequestResult(topic_partition)
         self.created_ms = self.last_attempt_ms = now_ms
+        self.created_frac_us = frac_us
         self.size = BATCH_HEADER
         self.base_sequence = -1
         self.seq_producer_id = self.seq_producer_epoch = -1

@@ -24,13 +24,13 @@ from kcore.atomic_impl cimport (kc_add_i64, kc_load_flag, kc_load_i64, kc_load_i
                                 kc_store_int_release, kc_store_ptr_release, kc_store_ssize)
 from kcore.buffer_pool cimport BP_CLOSED, BP_OK, BP_TIMEOUT, BP_TOO_LARGE
 from kcore.builtin_partitioner cimport BuiltInPartitioner
-from kcore.clock cimport now_ms_c
+from kcore.clock cimport now_us_c
 from kcore.ft_impl cimport kc_ft_enter, kc_ft_exit
 from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport HELD, ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
-from kcore.send_choice cimport ReadyScan, SendChoice
+from kcore.send_choice cimport ReadyScan, SendChoice, delay_ms
 from kcore.sync_impl cimport kc_mutex_lock, kc_mutex_unlock
 from kcore.txn_partition_map cimport TxnPartitionMap
 
@@ -375,9 +375,10 @@ cdef class RecordAccumulator(SendChoice):
     cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,
                                   Py_ssize_t need):
         cdef ProducerBatch batch
+        cdef int64_t now_us = now_us_c()
         try:
-            batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_ms_c(),
-                                  self.batch_max_size)
+            batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_us // 1000,
+                                  self.batch_max_size, now_us % 1000)
         except BaseException:
             self.pool.release_raw(mem, need)
             raise
@@ -392,17 +393,20 @@ cdef class RecordAccumulator(SendChoice):
         return batch
 
     # -- the Sender thread ---------------------------------------------------------------------
-    def ready(self, cluster, int64_t now, busy=()):
+    def ready(self, cluster, int64_t now, busy=(), now_us=None):
         """Every queue looked at, without the GIL from _NOGIL_QUEUES queues on (callers append
         meanwhile; queues they add during the scan wait for the next call, as if added just
         after it)."""
-        return self.ready_drain(cluster, now, busy, None, 0)[0]
+        return self.ready_drain(cluster, now, busy, None, 0, now_us)[0]
 
-    def ready_drain(self, cluster, int64_t now, busy, sendable, Py_ssize_t max_request_size):
+    def ready_drain(self, cluster, int64_t now, busy, sendable, Py_ssize_t max_request_size,
+                    now_us=None):
         """(ready(), drain() of its ready nodes that are in sendable, in ascending order), both
         choices in one section (without the GIL from _NOGIL_QUEUES queues on); None for
-        sendable: ready() alone."""
+        sendable: ready() alone. now_us: the same time in microseconds (the Sender's; linger is
+        timed to it, the next delay is then in fractional ms), or None: whole ms."""
         cdef ReadyScan scan
+        cdef int64_t us = now * 1000 + 999 if now_us is None else now_us
         cdef Py_ssize_t n, nbusy = len(busy), nsend = 0 if sendable is None else len(sendable)
         cdef Py_ssize_t i, nids = 0
         cdef TxnPartitionMap txn_partitions = self.txn_partitions
@@ -430,13 +434,13 @@ cdef class RecordAccumulator(SendChoice):
             scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
             if n >= _NOGIL_QUEUES:
                 with nogil:
-                    nids = self._ready_select(n, now, nodes, nbusy, nsend, &scan, draining,
+                    nids = self._ready_select(n, us, nodes, nbusy, nsend, &scan, draining,
                                               ids, busy_, txn_partitions_, idx)
             else:
-                nids = self._ready_select(n, now, nodes, nbusy, nsend, &scan, draining, ids,
+                nids = self._ready_select(n, us, nodes, nbusy, nsend, &scan, draining, ids,
                                           busy_, txn_partitions_, idx)
             args = (({nodes[i] for i in range(scan.nready)},
-                      float("inf") if scan.next_delay == INT64_MAX else scan.next_delay,
+                      delay_ms(scan.next_delay, now_us is not None),
                       {(<PartitionQueue>self._queue_at(scan.unknown[i])).tp[0]
                        for i in range(scan.nunknown)}),)
             result = _tuple_new(_ReadyCheckResult, <PyObject*>args, NULL)
@@ -471,11 +475,11 @@ cdef class RecordAccumulator(SendChoice):
                 ids[k], busy_[k] = order[k], order[k] in busy
             if n >= _NOGIL_QUEUES:
                 with nogil:
-                    self._select(n, now, ids, busy_, nnodes, txn_partitions_, idx, idx + n,
-                                 idx + 2 * n)
+                    self._select(n, now * 1000 + 999, ids, busy_, nnodes, txn_partitions_, idx,
+                                 idx + n, idx + 2 * n)
             else:
-                self._select(n, now, ids, busy_, nnodes, txn_partitions_, idx, idx + n,
-                                 idx + 2 * n)
+                self._select(n, now * 1000 + 999, ids, busy_, nnodes, txn_partitions_, idx,
+                             idx + n, idx + 2 * n)
             return self._take_picked(order, idx, n, max_request_size, now)
         finally:
             free(ids)

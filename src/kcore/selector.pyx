@@ -148,28 +148,29 @@ cdef class Selector:
         return self._select(timeout, True)
 
     cdef list _select(self, timeout, bint io):
-        cdef int ms, rc, err
+        cdef long long us
+        cdef int rc, err
         cdef Py_ssize_t i
         cdef short rev
         cdef bint waits
         if self._closed:
             raise RuntimeError("Selector is closed")
         if timeout is None:
-            ms = -1
+            us = -1
         elif timeout <= 0:
-            ms = 0
-        else:
-            ms = <int>min(timeout * 1000.0 + 0.999, 2147483.0 * 1000)
+            us = 0
+        else:  # to the microsecond (rounded up), at most about 24 days (as poll's int ms)
+            us = <long long>min(timeout * 1e6 + 0.999, 2147483.0 * 1e6)
         if self._dirty:
             self._rebuild()
         for i in range(self._nfds):
             self._fds[i].revents = 0
         rc = kc_poll(self._fds, self._nfds, 0)  # what is ready now: no need to drop the GIL
-        waits = rc == 0 and ms != 0
+        waits = rc == 0 and us != 0
         if waits or (io and rc > 0 and self._big_write()):
             with nogil:
                 if waits:
-                    rc = kc_poll(self._fds, self._nfds, ms)
+                    rc = kc_poll_us(self._fds, self._nfds, us)
                 if io and rc > 0:
                     self._io()
         elif io and rc > 0:  # ready at once: microseconds of syscalls, the GIL kept (see top)

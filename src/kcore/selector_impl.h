@@ -17,6 +17,10 @@ typedef SOCKET kc_sock;
 static int kc_poll(kc_pollfd *fds, size_t n, int timeout_ms) {
     return WSAPoll(fds, (ULONG)n, timeout_ms);
 }
+/* timeout_us < 0: forever; WSAPoll counts whole ms (rounded up) */
+static int kc_poll_us(kc_pollfd *fds, size_t n, long long timeout_us) {
+    return WSAPoll(fds, (ULONG)n, timeout_us < 0 ? -1 : (int)((timeout_us + 999) / 1000));
+}
 static int kc_sock_errno(void) { return WSAGetLastError(); }
 static long long kc_send_iov(kc_sock s, const void **bufs, const size_t *lens, int n) {
     WSABUF iov[64];
@@ -34,6 +38,7 @@ static long long kc_recv(kc_sock s, void *buf, size_t len) {
 #else
 #include <errno.h>
 #include <poll.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 typedef struct pollfd kc_pollfd;
@@ -45,6 +50,19 @@ typedef int kc_sock;
 #define KC_EINTR EINTR
 static int kc_poll(kc_pollfd *fds, size_t n, int timeout_ms) {
     return poll(fds, (nfds_t)n, timeout_ms);
+}
+/* timeout_us < 0: forever. ppoll (Linux) waits to the microsecond (the Sender's linger);
+   elsewhere poll counts whole ms, rounded up. */
+static int kc_poll_us(kc_pollfd *fds, size_t n, long long timeout_us) {
+#ifdef __linux__
+    struct timespec t;
+    if (timeout_us < 0) return ppoll(fds, (nfds_t)n, NULL, NULL);
+    t.tv_sec = (time_t)(timeout_us / 1000000);
+    t.tv_nsec = (long)(timeout_us % 1000000) * 1000;
+    return ppoll(fds, (nfds_t)n, &t, NULL);
+#else
+    return poll(fds, (nfds_t)n, timeout_us < 0 ? -1 : (int)((timeout_us + 999) / 1000));
+#endif
 }
 static int kc_sock_errno(void) { return errno == EWOULDBLOCK ? EAGAIN : errno; }
 static long long kc_send_iov(kc_sock s, const void **bufs, const size_t *lens, int n) {

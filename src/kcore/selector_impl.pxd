@@ -11,6 +11,7 @@ cdef extern from "selector_impl.h" nogil:
         short revents
     int KC_POLLIN, KC_POLLOUT, KC_POLLERR, KC_EAGAIN, KC_EINTR
     int kc_poll(kc_pollfd* fds, size_t n, int timeout_ms)
+    int kc_poll_us(kc_pollfd* fds, size_t n, long long timeout_us)  # < 0: forever
     int kc_sock_errno()
     long long kc_send_iov(kc_sock s, const void** bufs, const size_t* lens, int n)
     long long kc_recv(kc_sock s, void* buf, size_t length)

@@ -20,9 +20,10 @@
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
 # nogil: _queue_at, _queue_count (any thread); _scan, _select (they take _queues_lock, then each queue's lock around its reads);
 #   _scan_queue, _sendable, _drainable (with the queue's lock held); _ready_select: the Sender
-#   thread only.
+#   thread only. Their now_us is the Sender loop's time in microseconds (linger is timed to the
+#   microsecond from each batch's creation; ready()/drain() given only ms: the ms's last µs).
 from cpython.ref cimport PyObject
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t
 
 from kcore.buffer_pool cimport BufferPool
 from kcore.fork_impl cimport kc_fork_obj
@@ -35,7 +36,15 @@ ctypedef struct ReadyScan:
     Py_ssize_t nready
     Py_ssize_t* unknown
     Py_ssize_t nunknown
-    int64_t next_delay           # INT64_MAX: nothing to wait for
+    int64_t next_delay           # microseconds; INT64_MAX: nothing to wait for
+
+
+# ready()'s next delay in ms from the scan's microseconds: fractional for the Sender's exact
+# time, whole (rounded up, as if timed in ms) when ready() was given ms.
+cdef inline object delay_ms(int64_t next_us, bint exact):
+    if next_us == INT64_MAX:
+        return float("inf")
+    return next_us / 1000.0 if exact else (next_us + 999) // 1000
 
 
 cdef class SendChoice:
@@ -53,22 +62,22 @@ cdef class SendChoice:
 
     cdef PyObject* _queue_at(self, Py_ssize_t i) noexcept nogil   # borrowed; i < count
     cdef Py_ssize_t _queue_count(self) noexcept nogil
-    cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
+    cdef void _scan(self, Py_ssize_t n, int64_t now_us, const int32_t* busy, Py_ssize_t nbusy,
                     ReadyScan* out) noexcept nogil
-    cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,
+    cdef void _scan_queue(self, Py_ssize_t i, int64_t now_us, const int32_t* busy,
                           Py_ssize_t nbusy, ReadyScan* out) noexcept nogil
     # The head batch of dq may go, backoff aside (full, or grown if busy; lingered; pressed).
-    cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil
+    cdef bint _sendable(self, PyObject* dq, int64_t now_us, bint busy) noexcept nogil
     # drain()'s choice without the GIL: for each node k, the queues whose head batch may go
     # (one per partition, in round-robin order) land in picks[ends[k-1]:ends[k]].
-    cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
+    cdef void _select(self, Py_ssize_t n, int64_t now_us, const int32_t* nodes,
                       const bint* busy, Py_ssize_t nnodes, PyObject* txn_partitions,
                       Py_ssize_t* scratch, Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil
     # ready()'s scan, then drain()'s choice for the sendable ready nodes; how many nodes got one.
-    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
+    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now_us, int32_t* nodes,
                                   Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
                                   bint draining, int32_t* ids, bint* busy_,
                                   PyObject* txn_partitions,
                                   Py_ssize_t* idx) noexcept nogil
-    cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
+    cdef bint _drainable(self, PyObject* dq, int64_t now_us, bint busy,
                          PyObject* txn_partitions) noexcept nogil

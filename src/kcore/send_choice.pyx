@@ -34,6 +34,15 @@ cdef inline bint _among(int32_t node, const int32_t* nodes, Py_ssize_t n) noexce
     return False
 
 
+cdef inline int64_t _start_us(PyObject* batch) noexcept nogil:
+    """When the batch's wait began, in microseconds: its creation (linger counts from it to the
+    microsecond), or its last attempt (retry backoff counts from it, in whole ms)."""
+    cdef int64_t start = (<ProducerBatch>batch).last_attempt_ms * 1000
+    if (<ProducerBatch>batch).attempts == 0:
+        return start + (<ProducerBatch>batch).created_frac_us
+    return start
+
+
 cdef Py_ssize_t _sendable_ready(ReadyScan* scan, const int32_t* sendable, Py_ssize_t nsend,
                                 const int32_t* busy, Py_ssize_t nbusy, int32_t* ids,
                                 bint* busy_) noexcept nogil:
@@ -75,30 +84,31 @@ cdef class SendChoice:
         return kc_load_ssize(&self._nqueues)
 
     # -- ready() ---------------------------------------------------------------------------
-    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now, int32_t* nodes,
+    cdef Py_ssize_t _ready_select(self, Py_ssize_t n, int64_t now_us, int32_t* nodes,
                                   Py_ssize_t nbusy, Py_ssize_t nsend, ReadyScan* scan,
                                   bint draining, int32_t* ids, bint* busy_,
                                   PyObject* txn_partitions,
                                   Py_ssize_t* idx) noexcept nogil:
         cdef Py_ssize_t nids = 0
-        self._scan(n, now, nodes + n, nbusy, scan)
+        self._scan(n, now_us, nodes + n, nbusy, scan)
         if draining:
             nids = _sendable_ready(scan, nodes + n + nbusy, nsend, nodes + n, nbusy, ids, busy_)
             if nids:
-                self._select(n, now, ids, busy_, nids, txn_partitions, idx, idx + n, idx + 2 * n)
+                self._select(n, now_us, ids, busy_, nids, txn_partitions, idx, idx + n,
+                             idx + 2 * n)
         return nids
 
-    cdef void _scan(self, Py_ssize_t n, int64_t now, const int32_t* busy, Py_ssize_t nbusy,
+    cdef void _scan(self, Py_ssize_t n, int64_t now_us, const int32_t* busy, Py_ssize_t nbusy,
                     ReadyScan* out) noexcept nogil:
         cdef Py_ssize_t i
         kc_mutex_lock(&self._queues_lock)
         for i in range(n):
             kc_mutex_lock(&(<PartitionQueue>self._queues[i]).lock)
-            self._scan_queue(i, now, busy, nbusy, out)
+            self._scan_queue(i, now_us, busy, nbusy, out)
             kc_mutex_unlock(&(<PartitionQueue>self._queues[i]).lock)
         kc_mutex_unlock(&self._queues_lock)
 
-    cdef void _scan_queue(self, Py_ssize_t i, int64_t now, const int32_t* busy,
+    cdef void _scan_queue(self, Py_ssize_t i, int64_t now_us, const int32_t* busy,
                           Py_ssize_t nbusy, ReadyScan* out) noexcept nogil:
         cdef PyObject* dq = self._queues[i]
         cdef PyObject* first
@@ -114,26 +124,27 @@ cdef class SendChoice:
         if (<PartitionQueue>dq).muted or _among(leader, out.ready, out.nready):
             return
         first = (<PartitionQueue>dq).at(0)
-        waited = now - (<ProducerBatch>first).last_attempt_ms
-        backing_off = (<ProducerBatch>first).attempts > 0 and waited < self.retry_backoff_ms
-        wait = self.retry_backoff_ms if backing_off else self.linger_ms
-        if not backing_off and self._sendable(dq, now, _among(leader, busy, nbusy)):
+        waited = now_us - _start_us(first)
+        backing_off = (<ProducerBatch>first).attempts > 0 and \
+            waited < self.retry_backoff_ms * 1000
+        wait = (self.retry_backoff_ms if backing_off else self.linger_ms) * 1000
+        if not backing_off and self._sendable(dq, now_us, _among(leader, busy, nbusy)):
             out.ready[out.nready] = leader
             out.nready += 1
         elif max(wait - waited, 0) < out.next_delay:
             out.next_delay = max(wait - waited, 0)
 
-    cdef bint _sendable(self, PyObject* dq, int64_t now, bint busy) noexcept nogil:
+    cdef bint _sendable(self, PyObject* dq, int64_t now_us, bint busy) noexcept nogil:
         cdef PyObject* first = (<PartitionQueue>dq).at(0)
         cdef bint full = (<ProducerBatch>first).is_grown_c() if busy else \
             (<ProducerBatch>first).is_full_c()
         return ((<PartitionQueue>dq).count > 1 or full or
-                now - (<ProducerBatch>first).last_attempt_ms >= self.linger_ms or
+                now_us - _start_us(first) >= self.linger_ms * 1000 or
                 self.pool.nwaiters_hint() > 0 or kc_load_flag(&self._closed) or
                 kc_load_i64(&self._flushes) > 0)
 
     # -- drain() ---------------------------------------------------------------------------
-    cdef void _select(self, Py_ssize_t n, int64_t now, const int32_t* nodes,
+    cdef void _select(self, Py_ssize_t n, int64_t now_us, const int32_t* nodes,
                       const bint* busy, Py_ssize_t nnodes, PyObject* txn_partitions,
                       Py_ssize_t* scratch, Py_ssize_t* picks, Py_ssize_t* ends) noexcept nogil:
         cdef Py_ssize_t i, j, k, count, first, npicks = 0
@@ -152,14 +163,14 @@ cdef class SendChoice:
                     i = scratch[(first + j) % count]
                     dq = self._queues[i]
                     kc_mutex_lock(&(<PartitionQueue>dq).lock)
-                    if self._drainable(dq, now, busy[k], txn_partitions):
+                    if self._drainable(dq, now_us, busy[k], txn_partitions):
                         picks[npicks] = i
                         npicks += 1
                     kc_mutex_unlock(&(<PartitionQueue>dq).lock)
             ends[k] = npicks
         kc_mutex_unlock(&self._queues_lock)
 
-    cdef bint _drainable(self, PyObject* dq, int64_t now, bint busy,
+    cdef bint _drainable(self, PyObject* dq, int64_t now_us, bint busy,
                          PyObject* txn_partitions) noexcept nogil:
         cdef PyObject* first
         if not (<PartitionQueue>dq).count or (<PartitionQueue>dq).muted:
@@ -168,9 +179,9 @@ cdef class SendChoice:
         if kc_load_flag(&(<ProducerBatch>first).appending):
             return False
         if (<ProducerBatch>first).attempts > 0:
-            if now - (<ProducerBatch>first).last_attempt_ms < self.retry_backoff_ms:
+            if now_us - _start_us(first) < self.retry_backoff_ms * 1000:
                 return False
-        elif busy and not self._sendable(dq, now, True):
+        elif busy and not self._sendable(dq, now_us, True):
             return False  # it grows meanwhile
         return txn_partitions == NULL or (<TxnPartitionMap>txn_partitions).may_drain_c(
             (<PartitionQueue>dq).entry, first)

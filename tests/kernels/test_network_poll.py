@@ -149,10 +149,25 @@ def test_a_waker_interrupts_the_wait_once(k):
     io.wakeup()  # closed: nothing to wake, no error
 
 
+def test_sub_millisecond_waits_end_and_a_wake_still_interrupts_them(k):
+    """poll(timeout_ms) takes fractional ms (the Sender's linger left, to the microsecond)."""
+    hooks, io = _poll(k)
+    for timeout_ms in (0.001, 0.25, 1.5):
+        assert io.sel.select_io(timeout_ms / 1000.0) == []
+        io.poll(timeout_ms)
+    io.wakeup()
+    assert [key.data for key, _ in io.sel.select(0.0005)] == [None]
+    io.waker.drain()
+    before, ms, after = k.NetworkPoll.now_us(), k.NetworkPoll.now_ms(), k.NetworkPoll.now_us()
+    assert before // 1000 - 1 <= ms <= after // 1000 + 1  # one clock (float rounding aside)
+    io.shutdown()
+
+
 def test_run_once_leaves_the_producer_id_to_the_sender(k):
     tm = k.TxnPartitionMap(5)
     rig = Rig(k, tm=tm)
-    rig.loop.net = types.SimpleNamespace(now_ms=k.NetworkPoll.now_ms)  # the loop's clock
+    rig.loop.net = types.SimpleNamespace(now_ms=k.NetworkPoll.now_ms,  # the loop's clock
+                                         now_us=k.NetworkPoll.now_us)
     before = k.NetworkPoll.now_ms()
     now = rig.loop.run_once(None, None, 1 << 20)  # no producer id: no client needed
     assert before <= now <= k.NetworkPoll.now_ms()

@@ -149,6 +149,9 @@ class FakeNet:
     def __init__(self, client, clock):
         self.client, self.now_ms = client, clock
 
+    def now_us(self):  # the fake clock's ms, to the microsecond (Rig.send's batches' times)
+        return self.now_ms() * 1000
+
     def poll(self, timeout_ms):
         self.client.poll(timeout_ms)
 
@@ -198,6 +201,7 @@ class Rig:
             if new_batch:  # the compiled accumulator reads the real clock: use the fake one
                 batch = info.deques[partition][-1]
                 batch.created_ms = batch.last_attempt_ms = self.clock.now
+                batch.created_frac_us = 0
             f.add_both(self.calls.append)
             out.append(f)
         return out

@@ -52,12 +52,14 @@ def _tell_segments(batch, error, record_errors):
 
 
 class ProducerBatch:
-    __slots__ = ("topic_partition", "builder", "result", "created_ms", "last_attempt_ms",
-                 "attempts", "record_count", "size", "memory", "payload", "base_sequence", "closed",
+    __slots__ = ("topic_partition", "builder", "result", "created_ms", "created_frac_us",
+                 "last_attempt_ms", "attempts", "record_count", "size", "memory", "payload",
+                 "base_sequence", "closed",
                  "sequence_epoch", "drained_ms", "appending", "segments", "batch_size",
                  "max_size", "pool", "starved")
 
-    def __init__(self, topic_partition, batch_size, compression, now_ms, max_size=None):
+    def __init__(self, topic_partition, batch_size, compression, now_ms, max_size=None,
+                 frac_us=0):
         self.topic_partition = topic_partition
         self.builder = RecordBatchBuilder(batch_size, compression or "none")
         self.batch_size = batch_size  # sendable (full) once this many bytes are written
@@ -66,6 +68,7 @@ class ProducerBatch:
         self.pool = None
         self.result = ProduceRequestResult(topic_partition)
         self.created_ms = self.last_attempt_ms = now_ms
+        self.created_frac_us = frac_us  # creation's microseconds past created_ms: linger's
         self.attempts = 0
         self.record_count = 0
         self.size = BATCH_HEADER  # an upper bound of the built size, until it is built

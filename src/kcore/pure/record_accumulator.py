@@ -18,7 +18,7 @@ from kcore.pure.at_fork import guard_locks
 from kcore.pure.buffer_pool import BufferPool
 from kcore.pure.builtin_partitioner import BuiltInPartitioner
 from kcore.pure.future import TopicPartition
-from kcore.pure.network_poll import now_ms
+from kcore._network_poll import now_us
 from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
 from kcore.pure.send_choice import SendChoice
@@ -196,8 +196,9 @@ class RecordAccumulator(SendChoice):
 
     def _new_batch(self, dq, tp, memory):
         """A new batch accounting for memory (from the pool), last in dq (lock held)."""
-        batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_ms(),
-                              self.batch_max_size)
+        now = now_us()
+        batch = ProducerBatch(tp, self.batch_size, self.compression_type, now // 1000,
+                              self.batch_max_size, now % 1000)
         batch.attach(self.pool, memory)
         dq.append(batch)
         self._incomplete.add(batch)
@@ -222,24 +223,25 @@ class RecordAccumulator(SendChoice):
         return future, not was_full and last.is_full()
 
     # -- the Sender thread (the choices are SendChoice's) -------------------------------------
-    def ready(self, cluster, now, busy=()):
-        return self.ready_drain(cluster, now, busy, None, 0)[0]
+    def ready(self, cluster, now, busy=(), now_us=None):
+        return self.ready_drain(cluster, now, busy, None, 0, now_us)[0]
 
-    def ready_drain(self, cluster, now, busy, sendable, max_request_size):
+    def ready_drain(self, cluster, now, busy, sendable, max_request_size, now_us=None):
         """(ready(), drain() of its ready nodes that are in sendable, in ascending order); None
         for sendable: ready() alone. The compiled twin makes both choices in one section."""
         with self._lock:
-            result = self._ready_choice(cluster, now, busy)
+            result = self._ready_choice(cluster, now, busy, now_us)
             nodes = [] if sendable is None else sorted(
                 n for n in result.ready_nodes if n in sendable)
-            return result, {node: self._take(self._picks(cluster, node, now, node in busy),
+            us = now * 1000 + 999 if now_us is None else now_us
+            return result, {node: self._take(self._picks(cluster, node, us, node in busy),
                                              max_request_size, now) for node in nodes}
 
     def drain(self, cluster, nodes, max_request_size, now, busy=()):
         """{node: [batches]}: at most one batch per partition, up to max_request_size per node.
         For a node in busy, only batches sendable on their own (see ready)."""
         with self._lock:
-            return {node: self._take(self._picks(cluster, node, now, node in busy),
+            return {node: self._take(self._picks(cluster, node, now * 1000 + 999, node in busy),
                                      max_request_size, now) for node in nodes}
 
     def _take(self, picks, max_size, now):

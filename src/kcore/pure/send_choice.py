@@ -16,11 +16,21 @@ from kcore._record_accumulator import ReadyCheckResult
 __all__ = []  # internal: RecordAccumulator's base (kcore.pure.record_accumulator)
 
 
+def _start_us(batch):
+    """When the batch's wait began, in microseconds: its creation (linger counts from it to the
+    microsecond), or its last attempt (retry backoff counts from it, in whole ms)."""
+    start = batch.last_attempt_ms * 1000
+    return start + batch.created_frac_us if batch.attempts == 0 else start
+
+
 class SendChoice:
-    def _ready_choice(self, cluster, now, busy):
+    def _ready_choice(self, cluster, now, busy, now_us=None):
         """The nodes with a sendable batch, and how long until the next one may be. To a node
         in busy (requests in flight) a batch goes once grown to batch_max_size or lingered, not
-        at batch_size: a busy producer sends fewer, larger batches (an idle one as Java)."""
+        at batch_size: a busy producer sends fewer, larger batches (an idle one as Java).
+        now_us: the same time in microseconds (the Sender's: linger is timed to it, the delay
+        is then fractional ms), or None: whole ms (the ms's last microsecond)."""
+        us = now * 1000 + 999 if now_us is None else now_us
         ready, unknown = set(), set()
         next_delay = float("inf")
         for tp, dq in self._deques.items():
@@ -33,24 +43,26 @@ class SendChoice:
             if leader in ready or dq.muted:
                 continue
             batch = dq[0]
-            waited = now - batch.last_attempt_ms
-            backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms
-            wait = self.retry_backoff_ms if backing_off else self.linger_ms
-            if self._sendable(dq, now, leader in busy) and not backing_off:
+            waited = us - _start_us(batch)
+            backing_off = batch.attempts > 0 and waited < self.retry_backoff_ms * 1000
+            wait = (self.retry_backoff_ms if backing_off else self.linger_ms) * 1000
+            if self._sendable(dq, us, leader in busy) and not backing_off:
                 ready.add(leader)
             else:
                 next_delay = min(next_delay, max(wait - waited, 0))
+        if next_delay != float("inf"):  # whole ms, rounded up, when given ms
+            next_delay = next_delay / 1000 if now_us is not None else -(-next_delay // 1000)
         return ReadyCheckResult(ready, next_delay, unknown)
 
-    def _sendable(self, dq, now, busy):
+    def _sendable(self, dq, now_us, busy):
         """The head batch of dq may go (backoff aside): a newer batch closed it, it is full
         (grown to batch_max_size for a busy node), lingered, or memory or a flush presses."""
         batch = dq[0]
         full = batch.is_grown() if busy else batch.is_full()
-        return (len(dq) > 1 or full or now - batch.last_attempt_ms >= self.linger_ms
+        return (len(dq) > 1 or full or now_us - _start_us(batch) >= self.linger_ms * 1000
                 or self.pool.waiters > 0 or self._closed or self._flushes > 0)
 
-    def _picks(self, cluster, node, now, busy):
+    def _picks(self, cluster, node, now_us, busy):
         """The queues whose head batch node may get now, in its round-robin order (drain's
         choice; the accumulator takes them in order, up to max_request_size)."""
         parts = [tp for tp in self._deques if cluster.leader_for_partition(tp) == node]
@@ -66,9 +78,9 @@ class SendChoice:
             first = dq[0]
             if first.appending:
                 continue
-            if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff_ms:
+            if first.attempts > 0 and now_us - _start_us(first) < self.retry_backoff_ms * 1000:
                 continue
-            if busy and first.attempts == 0 and not self._sendable(dq, now, True):
+            if busy and first.attempts == 0 and not self._sendable(dq, now_us, True):
                 continue  # it grows meanwhile
             if self.txn_partitions is not None and not self.txn_partitions.can_drain(first):
                 continue
