@@ -1,4 +1,5 @@
-"""send() from 1, 2 and 4 threads sharing one pyprod KafkaProducer, on librdkafka's mock
+"""send() from 1, 2 and 4 threads sharing one pyprod KafkaProducer (and produce() sharing one
+confluent-kafka Producer: its own N-thread ratio in the same runs), on librdkafka's mock
 cluster (it stores batches without decoding them: the client is the bound): records/s, the
 ratio to one thread and CPU per record, on a GIL build or a free-threaded one (CPython 3.14t;
 there the GIL stays off only if every extension imported declares it may, or PYTHON_GIL=0: the
@@ -32,6 +33,7 @@ import sysconfig
 import threading
 import time
 
+import _clients
 import _mock_broker
 import before_after
 from _workloads import OVERHEAD, STEADY_SHARE
@@ -61,20 +63,57 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def child(bootstrap: str, topic: str, records: int, threads: int, buffer_memory: int) -> dict:
+def _pyprod(bootstrap, topic, buffer_memory):
+    """(the loop of one thread, flush, close) on a warmed pyprod producer."""
     from pyprod import KafkaProducer
     p = KafkaProducer(bootstrap_servers=bootstrap, api_version=_mock_broker.API_VERSION,
                       acks=1, linger_ms=compare.LINGER_MS, buffer_memory=buffer_memory)
     for f in [p.send(topic, b"warm", partition=i) for i in range(compare.PARTITIONS)]:
         f.get(30)  # metadata, the connection, every partition's leader answering
     value, send = compare._value(VALUE_SIZE), p.send
+
+    def loop(count):
+        for _ in range(count):
+            send(topic, value)
+    return loop, p.flush, p.close
+
+
+def _confluent(bootstrap, topic, buffer_memory):
+    """The same for confluent-kafka, its loop shaped as in compare.py (bench/_clients.py:
+    produce() in try/except BufferError, poll(0) every CHUNK records), its default queue."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": compare.LINGER_MS})
+    for i in range(compare.PARTITIONS):
+        p.produce(topic, b"warm", partition=i)
+    if p.flush(30):
+        raise RuntimeError("confluent-kafka: warm-up records not delivered")
+    produce, poll = p.produce, p.poll
+
+    def room(*args):
+        while True:
+            poll(0.001)
+            try:
+                return produce(*args)
+            except BufferError:
+                pass
+
+    def flush():
+        if p.flush(300):
+            raise RuntimeError("confluent-kafka: records not delivered after flush")
+    return (_clients._produce_loop(produce, poll, room, topic, compare._value(VALUE_SIZE), None),
+            flush, lambda: None)
+
+
+def child(bootstrap: str, topic: str, records: int, threads: int, buffer_memory: int,
+          client: str = "pyprod") -> dict:
+    send_loop, flush, close = (_confluent if client == "confluent-kafka" else _pyprod)(
+        bootstrap, topic, buffer_memory)
     gate, errors = threading.Barrier(threads + 1), []
 
     def loop(count):
         gate.wait()
         try:
-            for _ in range(count):
-                send(topic, value)
+            send_loop(count)
         except BaseException as e:  # noqa: BLE001 - reported
             errors.append(repr(e))
 
@@ -85,40 +124,51 @@ def child(bootstrap: str, topic: str, records: int, threads: int, buffer_memory:
     gate.wait()
     for t in ts:
         t.join()
-    p.flush()
+    flush()
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
     gil = gil_enabled()
-    p.close()
+    close()
     if errors:
-        raise RuntimeError(f"send() raised in {len(errors)} threads: {errors[:3]}")
-    return {"threads": threads, "records": records, "wall_s": wall, "cpu_s": cpu,
-            "gil_enabled": gil}
+        raise RuntimeError(f"{client}: send raised in {len(errors)} threads: {errors[:3]}")
+    return {"client": client, "threads": threads, "records": records, "wall_s": wall,
+            "cpu_s": cpu, "gil_enabled": gil}
 
 
 # ---------------------------------------------------------------------------------------------
 # the parent
 
 def run_one(broker, spec: dict) -> dict:
-    topic = f"threads-{spec['threads']}t-{spec['round']}-{os.getpid()}"
+    client = spec.get("client", "pyprod")
+    what = f"{client}, {spec['threads']} threads"
+    topic = f"threads-{client}-{spec['threads']}t-{spec['round']}-{os.getpid()}"
     broker.create(topic, compare.PARTITIONS)
     args = dict(bootstrap=broker.bootstrap, topic=topic, records=spec["records"],
-                threads=spec["threads"], buffer_memory=spec["buffer_memory"])
-    res = dict(run_child(os.path.abspath(__file__), args, f"{spec['threads']} threads",
-                         spec["records"]), round=spec["round"])
+                threads=spec["threads"], buffer_memory=spec["buffer_memory"], client=client)
+    res = dict(run_child(os.path.abspath(__file__), args, what, spec["records"]),
+               round=spec["round"])
     landed = broker.count(topic)
     if landed != spec["records"] + compare.PARTITIONS:
-        raise RuntimeError(f"{spec['threads']} threads: {landed} records in {topic}, expected "
+        raise RuntimeError(f"{what}: {landed} records in {topic}, expected "
                            f"{spec['records'] + compare.PARTITIONS}")
     return res
 
 
 def summarize(runs: list) -> list:
-    """One row per thread count: medians over rounds, the ratio to one thread's median."""
+    """One row per client and thread count: medians over rounds, the ratio to the client's one
+    thread's median."""
+    rows = []
+    for client in dict.fromkeys(r.get("client", "pyprod") for r in runs):
+        rows += _client_rows(client, [r for r in runs if r.get("client", "pyprod") == client])
+    return rows
+
+
+def _client_rows(client: str, runs: list) -> list:
     rows = []
     for n in sorted({r["threads"] for r in runs}):
         rs = [r for r in runs if r["threads"] == n]
         rates = [r["records"] / r["wall_s"] for r in rs]
-        rows.append({"threads": n, "rounds": len(rs), "records": rs[0]["records"],
+        rows.append({"client": client, "threads": n, "rounds": len(rs),
+                     "records": rs[0]["records"],
                      "records_per_s": statistics.median(rates),
                      "min_records_per_s": min(rates), "max_records_per_s": max(rates),
                      "cpu_s_per_m": statistics.median(r["cpu_s"] / r["records"] * 1e6
@@ -147,23 +197,26 @@ def markdown(meta: dict, rows: list) -> str:
              f"{_gil_words(sorted({g for r in rows for g in r['gil_enabled']}))}.", "",
              f"{VALUE_SIZE}-byte keyless values, {compare.PARTITIONS} partitions, acks=1, "
              f"linger_ms={compare.LINGER_MS}, buffer_memory "
-             f"{meta['buffer_memory'] / 1024 / 1024:g} MiB; one KafkaProducer shared by the "
+             f"{meta['buffer_memory'] / 1024 / 1024:g} MiB (pyprod); one producer shared by the "
              f"threads; {meta['records']:,} records per run"
              + (" (buffer_memory under 5% of a run's bytes: steady state)"
                 if meta["steady_state"] else " (a short run: not steady state)")
              + f". Medians of {meta['rounds']} interleaved rounds, each run in its own process.",
              "",
-             "| threads | records/s (min..max) | vs 1 thread | CPU s / M records | CPU / wall "
-             "| GIL |", "|---:|---:|---:|---:|---:|---|"]
+             "| client | threads | records/s (min..max) | vs 1 thread | CPU s / M records "
+             "| CPU / wall | GIL |", "|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         ratio = "—" if r["ratio_to_1"] is None else f"{r['ratio_to_1']:.2f}x"
-        lines.append(f"| {r['threads']} | {r['records_per_s']:,.0f} "
+        lines.append(f"| {r.get('client', 'pyprod')} | {r['threads']} | "
+                     f"{r['records_per_s']:,.0f} "
                      f"({r['min_records_per_s']:,.0f}..{r['max_records_per_s']:,.0f}) | "
                      f"{ratio} | {r['cpu_s_per_m']:.2f} | {r['cores_busy']:.2f} | "
                      f"{_gil_words(r['gil_enabled'])} |")
     lines += ["", "CPU s / M records: the producer process's CPU (all its threads) per million "
               "records. CPU / wall: how many cores it kept busy. The mock cluster runs in its "
-              "own process on the same machine."]
+              "own process on the same machine. confluent-kafka's loop: produce() in try/except "
+              "BufferError and poll(0) every 1,000 records, as in compare.py; its default "
+              "queue (100,000 messages)."]
     return "\n".join(lines) + "\n"
 
 
@@ -175,6 +228,8 @@ def main(argv=None) -> int:
                          f"at least {MIN_RECORDS:,})")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--buffer-memory", type=int, default=BUFFER_MEMORY)
+    ap.add_argument("--clients", default="pyprod,confluent-kafka",
+                    help="pyprod and/or confluent-kafka (its N-thread ratio, same runs)")
     ap.add_argument("--out-dir", default=compare.RESULTS)
     ap.add_argument("--name", default="threads_ft" if FREE_THREADED_BUILD else "threads")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -188,6 +243,9 @@ def main(argv=None) -> int:
         counts = []
     if not counts or min(counts) < 1:
         ap.error("--threads: a comma-separated list of positive counts, e.g. 1,2,4")
+    clients = [c for c in args.clients.split(",") if c]
+    if not clients or set(clients) - {"pyprod", "confluent-kafka"}:
+        ap.error("--clients: pyprod and/or confluent-kafka")
     if args.rounds <= 0 or (args.records is not None and args.records <= 0) \
             or args.buffer_memory <= 0:
         ap.error("--rounds, --records and --buffer-memory must be positive")
@@ -196,16 +254,16 @@ def main(argv=None) -> int:
     t0, runs = time.monotonic(), []
     with _mock_broker.MockBroker() as broker:
         for rnd in range(args.rounds):
-            for n in compare._rotate(counts, rnd):
+            for n, client in compare._rotate([(n, c) for n in counts for c in clients], rnd):
                 spec = {"threads": n, "records": records, "round": rnd,
-                        "buffer_memory": args.buffer_memory}
+                        "buffer_memory": args.buffer_memory, "client": client}
                 runs.append(run_one(broker, spec))
                 r = runs[-1]
-                print(f"round {rnd + 1}/{args.rounds} {n} threads: "
+                print(f"round {rnd + 1}/{args.rounds} {client} {n} threads: "
                       f"{r['records'] / r['wall_s']:,.0f} records/s, "
                       f"{r['cpu_s'] / r['records'] * 1e6:.2f} CPU s/M, "
                       f"sys._is_gil_enabled() {r['gil_enabled']}", file=sys.stderr, flush=True)
-    versions = compare.versions(())
+    versions = compare.versions(tuple(c for c in clients if c != "pyprod"))
     versions.pop("kafka_broker", None)  # no Apache Kafka here
     versions["mock"] = _mock_broker.version()
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

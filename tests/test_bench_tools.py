@@ -351,19 +351,24 @@ def test_threads_table_on_synthetic_runs(compare):
     runs = [{"threads": n, "records": 1000, "wall_s": wall * (1 + rnd), "cpu_s": 0.002 * n,
              "gil_enabled": False, "round": rnd}
             for rnd in range(3) for n, wall in ((1, 1.0), (2, 0.5), (4, 0.4))]
-    rows = threads.summarize(runs)
-    assert [(r["threads"], r["ratio_to_1"]) for r in rows] == [(1, 1.0), (2, 2.0), (4, 2.5)]
+    ck = [dict(r, client="confluent-kafka", wall_s=r["wall_s"] * r["threads"]) for r in runs]
+    rows = threads.summarize(runs + ck)
+    assert [(r["client"], r["threads"], r["ratio_to_1"]) for r in rows] == [
+        ("pyprod", 1, 1.0), ("pyprod", 2, 2.0), ("pyprod", 4, 2.5),
+        ("confluent-kafka", 1, 1.0), ("confluent-kafka", 2, 1.0), ("confluent-kafka", 4, 0.625)]
     meta = dict(META, free_threaded_build=True, python_gil="0", buffer_memory=4 * 2 ** 20,
                 steady_state=False)
     text = threads.markdown(meta, rows)
-    assert "| 4 | 1,250 (833..2,500) | 2.50x | 8.00 | 0.01 | off |" in text
+    assert "| pyprod | 4 | 1,250 (833..2,500) | 2.50x | 8.00 | 0.01 | off |" in text
+    assert "| confluent-kafka | 4 | 312 (208..625) | 0.62x | 8.00 | 0.00 | off |" in text
     assert "GIL enabled in the runs (sys._is_gil_enabled()): off." in text
     assert "free-threaded build, PYTHON_GIL=0" in text and "not steady state" in text
 
 
 @pytest.mark.parametrize("argv,message", [(["--threads", "0"], "--threads"),
                                           (["--threads", "x"], "--threads"),
-                                          (["--rounds", "0"], "must be positive")])
+                                          (["--rounds", "0"], "must be positive"),
+                                          (["--clients", "java"], "--clients")])
 def test_threads_bad_arguments(capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         _load("threads").main(argv)
@@ -378,9 +383,13 @@ def test_threads_tiny_run_on_the_mock(tmp_path, capsys):
     assert threads.main(["--threads", "1,2", "--rounds", "1", "--records", "3000",
                          "--out-dir", str(tmp_path), "--name", "t"]) == 0
     saved = json.loads((tmp_path / "t.json").read_text())
-    assert [(r["threads"], r["records"]) for r in saved["rows"]] == [(1, 3000), (2, 3000)]
+    assert [(r["client"], r["threads"], r["records"]) for r in saved["rows"]] == [
+        ("pyprod", 1, 3000), ("pyprod", 2, 3000),
+        ("confluent-kafka", 1, 3000), ("confluent-kafka", 2, 3000)]
     assert all(isinstance(r["gil_enabled"], bool) for r in saved["runs"])
-    assert "| 2 |" in capsys.readouterr().out and (tmp_path / "t.md").exists()
+    out = capsys.readouterr().out
+    assert "| pyprod | 2 |" in out and "| confluent-kafka | 2 |" in out
+    assert (tmp_path / "t.md").exists()
 
 
 def test_loop_shapes_tiny_run(tmp_path):
