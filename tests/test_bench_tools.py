@@ -401,3 +401,28 @@ def test_loop_shapes_tiny_run(tmp_path):
         assert f"| {shape} |" in table
     runs = json.loads((tmp_path / "shapes.json").read_text())["runs"]
     assert sorted(r["shape"] for r in runs) == sorted(shapes.SHAPES)
+
+
+def test_latency_parts_on_synthetic_callbacks():
+    """bench/latency_parts.py: records whose callbacks ran together form one response; its
+    parts are medians over responses (the first fifth left out)."""
+    lp = _load("latency_parts")
+    done, sends = [], []
+    for r in range(10):  # a response every 6 ms: 5 bursts of 2 records 1 ms apart, then 0.5 ms
+        start = r * 0.006
+        sends.append(start + 0.0042)
+        done += [(start + b * 0.001 + i * 1e-5, start + 0.0045 + (b * 2 + i) * 1e-5)
+                 for b in range(5) for i in range(2)]
+    out = lp.parts(done, sends)
+    assert out["responses"] == 8 and out["records"] == 10
+    assert out["send span"] == pytest.approx(4.01) and out["oldest"] == pytest.approx(4.5)
+    assert out["newest"] == pytest.approx(0.49) and out["callbacks"] == pytest.approx(0.09)
+    assert out["drain->cb"] == pytest.approx(0.3) and out["linger"] == pytest.approx(4.2)
+    assert "drain->cb" not in lp.parts(done)
+
+
+def test_latency_parts_tiny_run_on_the_mock(capsys):
+    pytest.importorskip("confluent_kafka")
+    assert _load("latency_parts").main(["--seconds", "0.2", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| drain->cb |" in out and "| p99 |" in out and "confluent-kafka" in out
