@@ -97,6 +97,14 @@ class PyprodClient:
     def warm(self, value):  # metadata, connection, every partition's leader answering
         for f in [self.producer.send(self.topic, value, partition=p) for p in range(PARTITIONS)]:
             f.get(30)
+        self._sent0 = self.requests()
+
+    def requests(self):
+        """(ProduceRequests, batches) the Sender sent so far (beyond warm()'s)."""
+        loop = self.producer._sender.produce_loop
+        r, b = loop.requests, loop.batches
+        r0, b0 = getattr(self, "_sent0", (0, 0))
+        return r - r0, b - b0
 
     def send_range(self, values, start, stop):
         send, topic, probes, n = self.producer.send, self.topic, self.probes, len(values)
@@ -145,6 +153,9 @@ class ConfluentClient:
     def acked(self, sent):
         return max(0, sent - len(self.producer))  # len = not yet delivered
 
+    def requests(self):
+        return None  # librdkafka's are in its statistics, not read here
+
     def flush(self):
         self.producer.flush(120)
 
@@ -183,6 +194,7 @@ def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int
         acked_in_loop = producer.acked(n)
         producer.flush()
         sample(n)
+        requests = producer.requests()
     finally:
         producer.close()
 
@@ -203,6 +215,8 @@ def measure(bootstrap: str, topic: str, n: int, value_size: int = 100, step: int
         "send_loop": span(s0, s_loop), "flush": span(s_loop, s_end), "total": span(s0, s_end),
         "records_per_s": n / (s_end["wall"] - s0["wall"]),
         "acked_before_loop_end": acked_in_loop,
+        "requests": None if requests is None else {"produce_requests": requests[0],
+                                                   "batches": requests[1]},
         "intervals": [dict(sent=b["sent"], **span(a, b)) for a, b in zip(samples, samples[1:])],
     }
 
@@ -236,6 +250,12 @@ def report(r: dict) -> str:
         f"Meanwhile the broker used {loop['broker_cpu_s'] / loop['wall_s']:.2f} cores and the "
         f"whole machine {loop['machine_cores_busy']:.2f} of its {os.cpu_count()}.",
     ]
+    req = r.get("requests")
+    if req and req["produce_requests"]:
+        lines.append(f"The Sender sent {req['produce_requests']:,} ProduceRequests "
+                     f"({r['records'] / req['produce_requests']:,.0f} records each) carrying "
+                     f"{req['batches']:,} batches ({r['records'] / max(req['batches'], 1):,.0f} "
+                     "records each).")
     return "\n".join(lines)
 
 
