@@ -1,6 +1,7 @@
-"""Where a keyed record's send()->callback latency goes, on compare.py's paced workload:
-100-byte values with keys cycled over 10,000, 6 partitions, acks=1, linger_ms=5, offered at
-50,000 records/s in bursts of 50 a millisecond (pyprod.perf.Pacer), librdkafka's mock cluster.
+"""Where a record's send()->callback latency goes, on compare.py's paced workloads (by default
+100B-keyed: 100-byte values with keys cycled over 10,000; or 100B, 1KiB), 6 partitions, acks=1,
+linger_ms=5, offered at 50,000 records/s in bursts of 50 a millisecond (pyprod.perf.Pacer),
+librdkafka's mock cluster.
 
 Records whose callbacks ran together (gaps under 0.2 ms) came back in one response; per
 response, medians over the run (after its first fifth):
@@ -12,7 +13,7 @@ response, medians over the run (after its first fifth):
   request's send to its response's first callback, and ``linger``, the response's first
   send() to its request.
 
-    python bench/latency_parts.py --seconds 5 --rounds 3
+    python bench/latency_parts.py --seconds 5 --rounds 3 [--workload 1KiB]
 
 Each client runs in its own process; the rounds alternate them. Prints a table, writes nothing.
 """
@@ -32,6 +33,7 @@ from _runs import run_child
 
 RATE = 50_000
 GAP_S = 0.0002
+WORKLOADS = {"100B-keyed": (100, True), "100B": (100, False), "1KiB": (1024, False)}
 
 
 class _TimedNet:
@@ -80,10 +82,12 @@ def parts(done, sends=None) -> dict:
     return out
 
 
-def child(bootstrap: str, topic: str, client: str, seconds: float) -> dict:
+def child(bootstrap: str, topic: str, client: str, seconds: float,
+          workload: str = "100B-keyed") -> dict:
     from pyprod.perf import Pacer
-    keys = [b"key-%06d" % i for i in range(10_000)]
-    value, n, now = compare._value(100), int(RATE * seconds), time.perf_counter
+    size, keyed = WORKLOADS[workload]
+    keys = [b"key-%06d" % i for i in range(10_000)] if keyed else [None] * 10_000
+    value, n, now = compare._value(size), int(RATE * seconds), time.perf_counter
     done, net = [], None
     if client == "pyprod":
         from pyprod import KafkaProducer
@@ -131,6 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", default="pyprod,confluent-kafka")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="100B-keyed")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -148,7 +153,8 @@ def main(argv=None) -> int:
                 runs[client].append(run_child(
                     os.path.abspath(__file__),
                     dict(bootstrap=broker.bootstrap, topic=topic, client=client,
-                         seconds=args.seconds), client, int(RATE * args.seconds)))
+                         seconds=args.seconds, workload=args.workload), client,
+                    int(RATE * args.seconds)))
     names = list(dict.fromkeys(k for rs in runs.values() for r in rs for k in r))
     print("| part (ms; medians over rounds) | " + " | ".join(clients) + " |")
     print("|---|" + "---:|" * len(clients))

@@ -17,6 +17,12 @@ log = logging.getLogger("kcore.sender_loop")
 _PRODUCE = 0  # the Produce API key
 _PRODUCE_ZSTD = 7  # the first Produce version that may carry zstd batches (Kafka 2.1)
 _QUEUE_SCAN_MAX_MS = 1000   # batches can be created with an older time (send() blocked first)
+# A node sent a ProduceRequest less than min(this, linger_ms) ago counts as busy (as with
+# requests in flight): its batches go once grown to batch_max_size or lingered, not at
+# batch_size, so a record still waits at most linger_ms. A Sender that runs beside its callers
+# (free-threaded, or a broker that answers in microseconds) would otherwise send a request per
+# batch or two, at a cost per request that dwarfs its records' (bench/gil_two_cores.py).
+_REQUEST_SPACING_US = 2000
 _NODE_COUNTERS = ("requests", "request_bytes", "request_max", "responses", "response_bytes",
                   "latency_sum", "latency_max", "throttle_sum", "throttle_max")
 
@@ -140,6 +146,15 @@ def _send_producer_data(loop, client, metadata, max_request_size, now, now_us=No
     net = loop.net
     cluster = metadata.cluster
     busy = net.busy_nodes()
+    spacing_ms = float("inf")  # until the first node busy by spacing alone may send again
+    if now_us is not None and loop.sent_us:
+        spacing = min(_REQUEST_SPACING_US, accumulator.linger_ms * 1000)
+        for node, at in loop.sent_us.items():
+            left = at + spacing - now_us
+            if left > 0 and node not in busy:
+                busy = set(busy)
+                busy.add(node)
+                spacing_ms = min(spacing_ms, left / 1000)
     sendable = net.sendable_nodes(now)
     result, drained = accumulator.ready_drain(cluster, now, busy, sendable, max_request_size,
                                               now_us)
@@ -162,7 +177,7 @@ def _send_producer_data(loop, client, metadata, max_request_size, now, now_us=No
             delay = client.connection_delay(node, now)
         not_ready_timeout = min(not_ready_timeout, delay)
     timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
-                  loop.next_deadline_delay(now))
+                  loop.next_deadline_delay(now), spacing_ms)
     sent = False
     for node, batches in drained.items():
         if batches:
@@ -170,6 +185,8 @@ def _send_producer_data(loop, client, metadata, max_request_size, now, now_us=No
                 for batch in batches:
                     accumulator.mute(batch.topic_partition)
             _send_produce_request(loop, client, node, batches, now)
+            if now_us is not None:
+                loop.sent_us[node] = now_us
             sent = True
     return 0 if sent else max(0, timeout)
 

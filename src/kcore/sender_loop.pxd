@@ -54,6 +54,7 @@ cdef class SenderLoop:
     cdef public object on_partition, on_error, on_piece_done, on_fail
     cdef public dict split_parents   # half of a batch split on MESSAGE_TOO_LARGE -> the batch
     cdef public dict in_flight       # batch -> wheel handle of its delivery deadline
+    cdef public dict sent_us         # node -> when its last ProduceRequest went (now_us)
     cdef int64_t _requests, _batches, _records_sent  # requests, batches, records_sent (atomic)
     cdef cython.pymutex _counts_lock            # the counters below and the tallies
     cdef public int64_t records_out, bytes_out  # records and batch bytes in requests (resends too)

@@ -42,7 +42,7 @@ cdef class SenderLoop:
         self.on_partition, self.on_error = on_partition, on_error
         self.on_piece_done = on_piece_done
         self.on_fail = on_fail
-        self.split_parents, self.in_flight = {}, {}
+        self.split_parents, self.in_flight, self.sent_us = {}, {}, {}
         kc_store_i64(&self._requests, 0)
         kc_store_i64(&self._batches, 0)
         kc_store_i64(&self._records_sent, 0)

@@ -442,3 +442,26 @@ def test_out_of_order_behind_a_retried_batch_is_retried(k, monkeypatch):
     for req, offset in zip(reqs, (30, 32)):
         rig.client.answer(req, {}, base_offset=offset)
     assert [f.get(0).offset for f in a + b] == [30, 31, 32, 33, 34]
+
+
+@pytest.mark.parametrize("linger_ms,spacing_ms", [(50, 2), (1, 1), (0, 0)])
+def test_a_node_that_just_got_a_request_waits_for_full_batches(k, monkeypatch, linger_ms,
+                                                               spacing_ms):
+    """A node that got a ProduceRequest under min(2 ms, linger_ms) ago counts as busy, as with
+    requests in flight: a full batch (at batch_size, not grown to batch_max_size) waits until
+    that has passed (the poll's timeout says when); a record never waits past linger_ms."""
+    rig = Rig(k, monkeypatch, idempotent=False, acks=1, linger_ms=linger_ms, batch_size=200,
+              batch_max_size=1 << 20)
+    rig.send(20)  # past batch_size: full
+    assert rig.loop() == 0 and len(rig.client.requests) == 1
+    for req in rig.client.take():
+        rig.client.answer(req, {})
+    rig.loop()
+    rig.send(20)
+    timeout = rig.loop()
+    if spacing_ms:
+        assert rig.client.requests == [] and timeout == pytest.approx(spacing_ms)
+        assert rig.loop(spacing_ms - 1) == pytest.approx(1) and rig.client.requests == []
+        rig.loop(1)
+    assert len(rig.client.requests) == 1  # spaced by spacing_ms; at once without linger
+    assert len(rig.calls) == 20  # the first request's records, answered

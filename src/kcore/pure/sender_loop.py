@@ -55,6 +55,7 @@ class SenderLoop:
         self.on_fail = on_fail
         self.split_parents = {}  # half of a batch split on MESSAGE_TOO_LARGE -> the batch
         self.in_flight = {}  # batch -> wheel handle of its delivery deadline
+        self.sent_us = {}  # node -> when its last ProduceRequest went (the loop's now_us)
         self.requests = self.batches = self.records_sent = 0
         # metrics counters (kcore/sender_loop.pxd): per request, response and poll
         self.records_out = self.bytes_out = self.queue_ms_sum = 0
