@@ -86,11 +86,13 @@ def run_measured(cmd, timeout, rss_every=None):
                 "timed_out": time.monotonic() - start > timeout}
 
 
-def run_child(script: str, spec: dict, what: str, records: int) -> dict:
+def run_child(script: str, spec: dict, what: str, records: int, env=None) -> dict:
     """``python -X faulthandler SCRIPT --child SPEC`` (a crash prints its threads' stacks); its
-    last JSON line on stdout, or RuntimeError saying how it ended."""
+    last JSON line on stdout, or RuntimeError saying how it ended. env: variables to set in
+    the child beside this process's."""
     cmd = [sys.executable, "-X", "faulthandler", script, "--child", json.dumps(spec)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 + records / 5_000)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 + records / 5_000,
+                         env=None if env is None else dict(os.environ, **env))
     lines = [s for s in out.stdout.splitlines() if s.startswith("{")]
     if out.returncode or not lines:
         how = f"died of {signal.Signals(-out.returncode).name}" if out.returncode < 0 \

@@ -140,11 +140,13 @@ def child(bootstrap: str, topic: str, records: int, threads: int, buffer_memory:
 def run_one(broker, spec: dict) -> dict:
     client = spec.get("client", "pyprod")
     what = f"{client}, {spec['threads']} threads"
-    topic = f"threads-{client}-{spec['threads']}t-{spec['round']}-{os.getpid()}"
+    gil = spec.get("python_gil")  # free-threaded builds: this run's PYTHON_GIL
+    topic = f"threads-{client}-{spec['threads']}t-{spec['round']}-g{gil}-{os.getpid()}"
     broker.create(topic, compare.PARTITIONS)
     args = dict(bootstrap=broker.bootstrap, topic=topic, records=spec["records"],
                 threads=spec["threads"], buffer_memory=spec["buffer_memory"], client=client)
-    res = dict(run_child(os.path.abspath(__file__), args, what, spec["records"]),
+    env = None if gil is None else {"PYTHON_GIL": gil}
+    res = dict(run_child(os.path.abspath(__file__), args, what, spec["records"], env),
                round=spec["round"])
     landed = broker.count(topic)
     if landed != spec["records"] + compare.PARTITIONS:
@@ -158,7 +160,9 @@ def summarize(runs: list) -> list:
     thread's median."""
     rows = []
     for client in dict.fromkeys(r.get("client", "pyprod") for r in runs):
-        rows += _client_rows(client, [r for r in runs if r.get("client", "pyprod") == client])
+        mine = [r for r in runs if r.get("client", "pyprod") == client]
+        for gil in sorted({r["gil_enabled"] for r in mine}, reverse=True):
+            rows += _client_rows(client, [r for r in mine if r["gil_enabled"] == gil])
     return rows
 
 
@@ -212,6 +216,13 @@ def markdown(meta: dict, rows: list) -> str:
                      f"({r['min_records_per_s']:,.0f}..{r['max_records_per_s']:,.0f}) | "
                      f"{ratio} | {r['cpu_s_per_m']:.2f} | {r['cores_busy']:.2f} | "
                      f"{_gil_words(r['gil_enabled'])} |")
+    for client in dict.fromkeys(r.get("client", "pyprod") for r in rows):
+        one = {r["gil_enabled"][0]: r for r in rows if r.get("client", "pyprod") == client
+               and r["threads"] == 1 and len(r["gil_enabled"]) == 1}
+        if True in one and False in one:
+            lines += ["", f"{client}, one thread: CPU per record with the GIL off is "
+                      f"{one[False]['cpu_s_per_m'] / one[True]['cpu_s_per_m']:.2f}x that with "
+                      f"it on (records/s {one[False]['records_per_s'] / one[True]['records_per_s']:.2f}x)."]
     lines += ["", "CPU s / M records: the producer process's CPU (all its threads) per million "
               "records. CPU / wall: how many cores it kept busy. The mock cluster runs in its "
               "own process on the same machine. confluent-kafka's loop: produce() in try/except "
@@ -230,6 +241,9 @@ def main(argv=None) -> int:
     ap.add_argument("--buffer-memory", type=int, default=BUFFER_MEMORY)
     ap.add_argument("--clients", default="pyprod,confluent-kafka",
                     help="pyprod and/or confluent-kafka (its N-thread ratio, same runs)")
+    ap.add_argument("--gil", default=None,
+                    help="free-threaded builds: PYTHON_GIL for the runs, e.g. 0,1 (each mode "
+                         "a row, interleaved in every round; default: this process's)")
     ap.add_argument("--out-dir", default=compare.RESULTS)
     ap.add_argument("--name", default="threads_ft" if FREE_THREADED_BUILD else "threads")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -246,6 +260,9 @@ def main(argv=None) -> int:
     clients = [c for c in args.clients.split(",") if c]
     if not clients or set(clients) - {"pyprod", "confluent-kafka"}:
         ap.error("--clients: pyprod and/or confluent-kafka")
+    gils = [g for g in (args.gil or "").split(",") if g] or [None]
+    if args.gil is not None and (not FREE_THREADED_BUILD or set(gils) - {"0", "1"}):
+        ap.error("--gil: 0 and/or 1, on a free-threaded build")
     if args.rounds <= 0 or (args.records is not None and args.records <= 0) \
             or args.buffer_memory <= 0:
         ap.error("--rounds, --records and --buffer-memory must be positive")
@@ -254,9 +271,11 @@ def main(argv=None) -> int:
     t0, runs = time.monotonic(), []
     with _mock_broker.MockBroker() as broker:
         for rnd in range(args.rounds):
-            for n, client in compare._rotate([(n, c) for n in counts for c in clients], rnd):
+            for n, client, gil in compare._rotate(
+                    [(n, c, g) for n in counts for c in clients for g in gils], rnd):
                 spec = {"threads": n, "records": records, "round": rnd,
-                        "buffer_memory": args.buffer_memory, "client": client}
+                        "buffer_memory": args.buffer_memory, "client": client,
+                        "python_gil": gil}
                 runs.append(run_one(broker, spec))
                 r = runs[-1]
                 print(f"round {rnd + 1}/{args.rounds} {client} {n} threads: "

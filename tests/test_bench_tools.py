@@ -362,13 +362,20 @@ def test_threads_table_on_synthetic_runs(compare):
     assert "| pyprod | 4 | 1,250 (833..2,500) | 2.50x | 8.00 | 0.01 | off |" in text
     assert "| confluent-kafka | 4 | 312 (208..625) | 0.62x | 8.00 | 0.00 | off |" in text
     assert "GIL enabled in the runs (sys._is_gil_enabled()): off." in text
+    both = threads.summarize(runs + [dict(r, gil_enabled=True, cpu_s=r["cpu_s"] / 2)
+                                     for r in runs])
+    assert [(r["threads"], r["gil_enabled"]) for r in both][:4] == [
+        (1, [True]), (2, [True]), (4, [True]), (1, [False])]
+    assert "pyprod, one thread: CPU per record with the GIL off is 2.00x that with it on " \
+        "(records/s 1.00x)." in threads.markdown(meta, both)
     assert "free-threaded build, PYTHON_GIL=0" in text and "not steady state" in text
 
 
 @pytest.mark.parametrize("argv,message", [(["--threads", "0"], "--threads"),
                                           (["--threads", "x"], "--threads"),
                                           (["--rounds", "0"], "must be positive"),
-                                          (["--clients", "java"], "--clients")])
+                                          (["--clients", "java"], "--clients"),
+                                          (["--gil", "2"], "--gil")])
 def test_threads_bad_arguments(capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         _load("threads").main(argv)
