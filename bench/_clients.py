@@ -228,6 +228,21 @@ def _run_kafka_python(spec):
     return _kafka_python_like(KafkaProducer, spec)
 
 
+def confluent_room(produce, poll, full=None):
+    """room(*args, **kw): produce() again once confluent-kafka's local queue has room (the rare
+    path, out of the loop); full[0] counts the waits."""
+    def room(*args, **kw):
+        while True:
+            if full is not None:
+                full[0] += 1
+            poll(0.001)  # serves delivery reports, which frees the queue
+            try:
+                return produce(*args, **kw)
+            except BufferError:
+                pass
+    return room
+
+
 def _run_confluent(spec):
     from confluent_kafka import Producer
 
@@ -258,16 +273,7 @@ def _run_confluent(spec):
         p.commit_transaction(30)
     produce, poll = p.produce, p.poll
     full = [0]
-
-    def room(*args, **kw):
-        """produce() again once the local queue has room: the rare path, out of the loop."""
-        while True:
-            full[0] += 1
-            poll(0.001)  # serves delivery reports, which frees the queue
-            try:
-                return produce(*args, **kw)
-            except BufferError:
-                pass
+    room = confluent_room(produce, poll, full)
     out = {}
     _gate(spec)
     c0, t0 = _cpu(), time.perf_counter()

@@ -88,14 +88,7 @@ def _confluent(bootstrap, topic, buffer_memory):
     if p.flush(30):
         raise RuntimeError("confluent-kafka: warm-up records not delivered")
     produce, poll = p.produce, p.poll
-
-    def room(*args):
-        while True:
-            poll(0.001)
-            try:
-                return produce(*args)
-            except BufferError:
-                pass
+    room = _clients.confluent_room(produce, poll)
 
     def flush():
         if p.flush(300):
