@@ -30,7 +30,7 @@ from kcore.future cimport FutureRecordMetadata
 from kcore.partition_queue cimport PartitionQueue
 from kcore.producer_batch cimport HELD, ProducerBatch
 from kcore.record_batch_builder cimport RBB_HEADER_SIZE, encode_headers
-from kcore.send_choice cimport ReadyScan, SendChoice, delay_ms
+from kcore.send_choice cimport ReadyScan, SendChoice, delay_ms, ms_to_us
 from kcore.sync_impl cimport kc_mutex_lock, kc_mutex_unlock
 from kcore.txn_partition_map cimport TxnPartitionMap
 
@@ -406,7 +406,7 @@ cdef class RecordAccumulator(SendChoice):
         sendable: ready() alone. now_us: the same time in microseconds (the Sender's; linger is
         timed to it, the next delay is then in fractional ms), or None: whole ms."""
         cdef ReadyScan scan
-        cdef int64_t us = now * 1000 + 999 if now_us is None else now_us
+        cdef int64_t us = ms_to_us(now) + 999 if now_us is None else now_us
         cdef Py_ssize_t n, nbusy = len(busy), nsend = 0 if sendable is None else len(sendable)
         cdef Py_ssize_t i, nids = 0
         cdef TxnPartitionMap txn_partitions = self.txn_partitions
@@ -475,10 +475,10 @@ cdef class RecordAccumulator(SendChoice):
                 ids[k], busy_[k] = order[k], order[k] in busy
             if n >= _NOGIL_QUEUES:
                 with nogil:
-                    self._select(n, now * 1000 + 999, ids, busy_, nnodes, txn_partitions_, idx,
+                    self._select(n, ms_to_us(now) + 999, ids, busy_, nnodes, txn_partitions_, idx,
                                  idx + n, idx + 2 * n)
             else:
-                self._select(n, now * 1000 + 999, ids, busy_, nnodes, txn_partitions_, idx,
+                self._select(n, ms_to_us(now) + 999, ids, busy_, nnodes, txn_partitions_, idx,
                              idx + n, idx + 2 * n)
             return self._take_picked(order, idx, n, max_request_size, now)
         finally:

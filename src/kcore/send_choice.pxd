@@ -39,6 +39,16 @@ ctypedef struct ReadyScan:
     int64_t next_delay           # microseconds; INT64_MAX: nothing to wait for
 
 
+# ms in microseconds, saturated at +-INT64_MAX / 4 (ready() may be given times as far off as
+# 2**62 ms; differences of two saturated values cannot overflow).
+cdef inline int64_t ms_to_us(int64_t ms) noexcept nogil:
+    if ms > INT64_MAX // 4000:
+        return INT64_MAX // 4
+    if ms < -(INT64_MAX // 4000):
+        return -(INT64_MAX // 4)
+    return ms * 1000
+
+
 # ready()'s next delay in ms from the scan's microseconds: fractional for the Sender's exact
 # time, whole (rounded up, as if timed in ms) when ready() was given ms.
 cdef inline object delay_ms(int64_t next_us, bint exact):

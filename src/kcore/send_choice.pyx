@@ -37,7 +37,7 @@ cdef inline bint _among(int32_t node, const int32_t* nodes, Py_ssize_t n) noexce
 cdef inline int64_t _start_us(PyObject* batch) noexcept nogil:
     """When the batch's wait began, in microseconds: its creation (linger counts from it to the
     microsecond), or its last attempt (retry backoff counts from it, in whole ms)."""
-    cdef int64_t start = (<ProducerBatch>batch).last_attempt_ms * 1000
+    cdef int64_t start = ms_to_us((<ProducerBatch>batch).last_attempt_ms)
     if (<ProducerBatch>batch).attempts == 0:
         return start + (<ProducerBatch>batch).created_frac_us
     return start
@@ -126,8 +126,8 @@ cdef class SendChoice:
         first = (<PartitionQueue>dq).at(0)
         waited = now_us - _start_us(first)
         backing_off = (<ProducerBatch>first).attempts > 0 and \
-            waited < self.retry_backoff_ms * 1000
-        wait = (self.retry_backoff_ms if backing_off else self.linger_ms) * 1000
+            waited < ms_to_us(self.retry_backoff_ms)
+        wait = ms_to_us(self.retry_backoff_ms if backing_off else self.linger_ms)
         if not backing_off and self._sendable(dq, now_us, _among(leader, busy, nbusy)):
             out.ready[out.nready] = leader
             out.nready += 1
@@ -139,7 +139,7 @@ cdef class SendChoice:
         cdef bint full = (<ProducerBatch>first).is_grown_c() if busy else \
             (<ProducerBatch>first).is_full_c()
         return ((<PartitionQueue>dq).count > 1 or full or
-                now_us - _start_us(first) >= self.linger_ms * 1000 or
+                now_us - _start_us(first) >= ms_to_us(self.linger_ms) or
                 self.pool.nwaiters_hint() > 0 or kc_load_flag(&self._closed) or
                 kc_load_i64(&self._flushes) > 0)
 
@@ -179,7 +179,7 @@ cdef class SendChoice:
         if kc_load_flag(&(<ProducerBatch>first).appending):
             return False
         if (<ProducerBatch>first).attempts > 0:
-            if now_us - _start_us(first) < self.retry_backoff_ms * 1000:
+            if now_us - _start_us(first) < ms_to_us(self.retry_backoff_ms):
                 return False
         elif busy and not self._sendable(dq, now_us, True):
             return False  # it grows meanwhile
