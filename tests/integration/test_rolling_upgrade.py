@@ -67,10 +67,10 @@ def _transactional_load(producer, topic, committed, aborted):
                 producer.send(topic, v, key=b"k%d" % (i % KEYS))
             producer.commit_transaction()
             committed.extend(values)
-        except (errors.ProducerFencedError, errors.InvalidTxnStateError):
+        except errors.ProducerFencedError:
             raise
-        except errors.KafkaError:  # abortable: abort, and go on with the next
-            producer.abort_transaction()
+        except errors.KafkaError:  # Java's pattern: abort, and go on with the next; after a
+            producer.abort_transaction()  # fatal error abort_transaction() raises it again
             aborted.extend(values)
         time.sleep(0.02)
     return step
