@@ -24,6 +24,7 @@
 # - Appends (_append): under the queue's append_lock (partition_queue.pxd), holding the batch
 #   they fill (its `appending`, producer_batch.pxd); _new_batch returns its batch held.
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
+from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from kcore.atomic_impl cimport kc_load_int_acquire
@@ -78,6 +79,10 @@ cdef class RecordAccumulator(SendChoice):
     cdef PartitionQueue _queue(self, object tp)
     cdef int _refresh_leaders(self, object cluster) except -1
     cdef TopicInfo _topic_info(self, str topic)
+    # _topic_info's fast path, borrowed: the TopicInfo last found if it is topic's, current
+    # and has partitions, else NULL (a reference taken is an atomic write to an object every
+    # caller thread shares, on a free-threaded build)
+    cdef PyObject* _known_topic(self, str topic) noexcept
     cdef TopicInfo _update_topic(self, str topic, int64_t version)
     # After a null-key append: the partitioner switches once the partition's batches are full.
     cdef int _update_partition_info(self, TopicInfo info, int partition,

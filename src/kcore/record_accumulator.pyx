@@ -215,6 +215,15 @@ cdef class RecordAccumulator(SendChoice):
         with self._topics_lock:
             return self._update_topic(topic, self.metadata.version)
 
+    cdef PyObject* _known_topic(self, str topic) noexcept:
+        cdef void* last = kc_load_ptr_acquire(&self._last_info)
+        if last != NULL and (<TopicInfo>last).topic is topic and \
+                kc_load_i64(&(<TopicInfo>last).version) == \
+                kc_load_i64(&self._metadata_version) and \
+                kc_load_int_acquire(&(<TopicInfo>last).num_partitions):
+            return <PyObject*>last
+        return NULL
+
     cdef TopicInfo _update_topic(self, str topic, int64_t version):
         """_topic_info's update, under _topics_lock (an RLock: a finalizer the collector runs
         while a queue is made may come back in, and finds the lists as far as they got)."""

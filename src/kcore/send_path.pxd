@@ -12,7 +12,7 @@
 # Fork: fork_gen is kc_fork_generation() when made; in a forked child (they differ) send()
 # hands the call to on_fork()'s SendPath (KafkaProducer's, rebuilt in the child; see
 # docs/fork.md), or raises IllegalStateError without on_fork. Nothing here is re-made.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 
 from kcore.record_accumulator cimport RecordAccumulator, TopicInfo
 from kcore.selector cimport Waker
@@ -35,6 +35,10 @@ cdef class SendPath:
     cdef object _in_child(self)               # the SendPath to use in a forked child
     cdef int _diverted(self) except -1          # divert_var's value holds divert_key
     cdef object _send(self, topic, value, key, headers, partition, timestamp_ms)  # no divert
+    # _send's partition and append; info borrowed (the caller keeps it alive)
+    cdef object _place(self, TopicInfo info, topic, key, value, kb, vb, int64_t ts, int part,
+                       bytes hbytes, int32_t hcount, int64_t header_size,
+                       Py_ssize_t hbytes_len, double remaining)
     # A batch started or filled: wake the Sender (C to C through its Waker when it has one).
     cdef int wake_sender(self) except -1
     # The partition the user partitioner gives, checked against the topic's partitions.

@@ -130,16 +130,14 @@ cdef class SendPath:
         return found
 
     cdef object _send(self, topic, value, key, headers, partition, timestamp_ms):
-        cdef RecordAccumulator acc = self.accumulator
-        cdef TopicInfo info
         cdef int64_t ts, header_size = -1, start = 0
         cdef int32_t hcount = 0
         cdef int part = -1
-        cdef Py_ssize_t size, hbytes_len = 0
+        cdef Py_ssize_t hbytes_len = 0
         cdef bytes hbytes = None
-        cdef bint sticky = False, abort = False
-        cdef int flags = 0
         cdef double remaining
+        cdef PyObject* known
+        cdef TopicInfo info
         if self.fork_gen != kc_fork_generation():  # a forked child: the producer's new path
             return (<SendPath?>self._in_child())._send(topic, value, key, headers, partition,
                                                        timestamp_ms)
@@ -171,17 +169,31 @@ cdef class SendPath:
                 raise ValueError("partition must be a non-negative int, got %r" % (partition,))
             part = partition
 
+        # The TopicInfo, borrowed when current: every caller thread shares it (and the
+        # accumulator), and a reference taken is an atomic write to it on a free-threaded build
+        known = self.accumulator._known_topic(topic)
+        if known != NULL and part < (<TopicInfo>known).partitions_c():
+            return self._place(<TopicInfo>known, topic, key, value, kb, vb, ts, part, hbytes,
+                               hcount, header_size, hbytes_len, self.max_block_ms)
         remaining = self.max_block_ms
-        info = acc._topic_info(topic)
+        info = self.accumulator._topic_info(topic)
         if info is None or part >= info.partitions_c():
             start = now_ms_c()
             self.wait_on_metadata(topic, partition, self.max_block_ms)
-            info = acc._topic_info(topic)
+            info = self.accumulator._topic_info(topic)
             if info is None or part >= info.partitions_c():
                 raise _not_in_metadata(topic, partition)
             remaining = max(0, self.max_block_ms - (now_ms_c() - start))
+        return self._place(info, topic, key, value, kb, vb, ts, part, hbytes, hcount,
+                           header_size, hbytes_len, remaining)
 
-        size = size_upper_bound(PyBytes_GET_SIZE(kb) if kb is not None else -1,
+    cdef object _place(self, TopicInfo info, topic, key, value, kb, vb, int64_t ts, int part,
+                       bytes hbytes, int32_t hcount, int64_t header_size,
+                       Py_ssize_t hbytes_len, double remaining):
+        """_send's partition and append, into the topic's info (borrowed)."""
+        cdef bint sticky = False, abort = False
+        cdef int flags = 0
+        cdef Py_ssize_t size = size_upper_bound(PyBytes_GET_SIZE(kb) if kb is not None else -1,
                                 PyBytes_GET_SIZE(vb) if vb is not None else -1,
                                 hbytes_len, hcount)
         if RBB_HEADER_SIZE + size > min(self.max_request_size, self.buffer_memory):
@@ -197,16 +209,18 @@ cdef class SendPath:
             else:
                 part = info.partitioner._sticky_partition()
                 sticky = True
-        future = acc._append(info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount,
-                             header_size, size, remaining, abort, &flags)
+        future = self.accumulator._append(info.deques[part], info.tps[part], ts, kb, vb,
+                                          hbytes, hcount, header_size, size, remaining, abort,
+                                          &flags)
         if flags & APPEND_ABORTED:  # KIP-480: the user partitioner is told, and asked again
-            self.on_new_batch(topic, acc.metadata.cluster, part)
+            self.on_new_batch(topic, self.accumulator.metadata.cluster, part)
             part = self._custom(topic, key, kb, value, vb, info)
             flags = 0
-            future = acc._append(info.deques[part], info.tps[part], ts, kb, vb, hbytes, hcount,
-                                 header_size, size, remaining, False, &flags)
+            future = self.accumulator._append(info.deques[part], info.tps[part], ts, kb, vb,
+                                              hbytes, hcount, header_size, size, remaining,
+                                              False, &flags)
         if sticky:
-            acc._update_partition_info(info, part, size)
+            self.accumulator._update_partition_info(info, part, size)
         if flags & (APPEND_NEW_BATCH | APPEND_FULL):  # once per batch each: it may be sendable
             self.wake_sender()
         return future
