@@ -1,5 +1,6 @@
 """The contract of kcore.builtin_partitioner and its twin kcore.pure.builtin_partitioner: Java's
-partitioner for records without a partition (KIP-794), for one topic."""
+partitioner for records without a partition (KIP-794), for one topic, with a sticky partition
+per caller thread (up to 8 threads; later ones share a lane)."""
 
 __all__ = ["BuiltInPartitioner"]
 
@@ -11,9 +12,9 @@ class BuiltInPartitioner:
     @property
     def available(self) -> list[int]: ...
     @property
-    def sticky(self) -> int: ...
+    def sticky(self) -> int: ...     # the calling thread's
     @property
-    def produced(self) -> int: ...
+    def produced(self) -> int: ...   # the calling thread's
     def __init__(self, topic: str, sticky_batch_size: int, seed: int | None = None) -> None: ...
     def update_partitions(self, available: list[int], num_partitions: int) -> None: ...
     def sticky_partition(self) -> int: ...

@@ -265,12 +265,11 @@ cdef class RecordAccumulator(SendChoice):
 
     cdef int _update_partition_info(self, TopicInfo info, int partition,
                                     Py_ssize_t appended_bytes) except -1:
-        cdef BuiltInPartitioner partitioner = info.partitioner
-        cdef PartitionQueue dq
-        if partitioner._add_produced(partition, appended_bytes):
-            dq = info.deques[partition]
-            if dq.all_full():
-                partitioner._switch_from(partition)
+        # info.partitioner's methods called on the attribute: a local would take a reference
+        # to the partitioner, which every caller thread shares (send_path.pyx _send)
+        if info.partitioner._add_produced(partition, appended_bytes):
+            if (<PartitionQueue>info.deques[partition]).all_full():
+                info.partitioner._switch_from(partition)
         return 0
 
     # -- caller threads ---------------------------------------------------------------------

@@ -79,3 +79,68 @@ def test_custom_partition_adapts_both_kafka_python_styles(k):
     assert k.custom_partition(lambda kb, all_, avail: seen.append((kb, all_, avail)) or 0,
                               "t", "k", b"k", None, None, cluster) == 0
     assert seen == [(b"k", [0, 1, 2], [0, 2])]
+
+
+def _in_threads(fn, n):
+    import threading
+    out, gate = [None] * n, threading.Barrier(n)
+
+    def run(i):
+        gate.wait()  # all alive at once: no thread ident is reused among them
+        out[i] = fn()
+        gate.wait()
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def test_each_caller_thread_has_a_sticky_partition_of_its_own(k):
+    """Threads sending at once fill different partitions (a lane each): each sees one sticky
+    partition, its own bytes switch only it, and while partitions are left they differ."""
+    p = _partitioner(k, available=range(12), count=12, batch_size=1000)
+
+    def one():
+        part = p.sticky_partition()
+        assert p.sticky == part and p.produced == 0
+        assert not p.add_produced(part, 600) and p.sticky_partition() == part
+        assert p.produced == 600
+        return part
+    parts = _in_threads(one, 4)
+    assert len(set(parts)) == 4 and set(parts) <= set(range(12))
+    assert p.sticky == -1 and p.produced == 0  # this thread has no lane yet
+
+    def switch():
+        part = p.sticky_partition()
+        assert p.add_produced(part, 1000) and p.switch_from(part)
+        return part, p.sticky
+    for before, after in _in_threads(switch, 3):
+        assert after != before and after >= 0
+
+
+def test_threads_past_the_lanes_share_one(k):
+    """More threads than lanes (8): the later ones share a lane, and every one still gets a
+    sticky partition among the available ones; new metadata drops every lane's too-high one."""
+    p = _partitioner(k, available=range(4), count=4)
+    parts = _in_threads(p.sticky_partition, 12)
+    assert set(parts) <= set(range(4)) and len(set(parts)) == 4
+    p.update_partitions([0], 1)
+    assert set(_in_threads(p.sticky_partition, 12)) == {0}
+
+
+def test_one_thread_picks_as_before_lanes(k):
+    """One thread's choices are those of one sticky partition per producer (the seed's), in
+    both implementations alike."""
+    p = _partitioner(k, available=range(6), count=6, seed=11)
+    picks = [p.sticky_partition()]
+    for _ in range(20):
+        assert p.switch_from(picks[-1])
+        picks.append(p.sticky)
+    assert all(a != b for a, b in zip(picks, picks[1:]))
+    assert picks == _SEED_11_PICKS
+
+
+# What one sticky partition per producer picked with seed 11 (git 11c6234's twin)
+_SEED_11_PICKS = [3, 0, 5, 0, 3, 4, 0, 5, 2, 0, 3, 1, 5, 3, 4, 0, 2, 4, 3, 5, 3]
