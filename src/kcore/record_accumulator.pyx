@@ -16,6 +16,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SI
 from cpython.object cimport PyTypeObject, newfunc
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport PyObject
+from cpython.unicode cimport PyUnicode_Compare, PyUnicode_GET_LENGTH
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 
@@ -113,6 +114,13 @@ cdef FutureRecordMetadata _append_to(PartitionQueue dq, ProducerBatch batch, _Re
         batch.end_append()
 
 
+cdef inline bint _same(str topic, str known) noexcept:
+    """topic is known's name: the same object, or equal (a name made at run time, not the
+    literal first sent to). Reads only: neither string's reference count changes."""
+    return topic is known or (PyUnicode_GET_LENGTH(topic) == PyUnicode_GET_LENGTH(known) and
+                              PyUnicode_Compare(topic, known) == 0)
+
+
 cdef int _reentered(tp) except -1:
     raise IllegalStateError("send() to %s came back in on the thread appending to it (from a "
                             "finalizer the collector ran?)" % (tp,))
@@ -203,12 +211,12 @@ cdef class RecordAccumulator(SendChoice):
     cdef TopicInfo _topic_info(self, str topic):
         cdef void* last = kc_load_ptr_acquire(&self._last_info)
         cdef TopicInfo info
-        if last != NULL and (<TopicInfo>last).topic is topic:  # a topic sent to again
+        if last != NULL and _same(topic, (<TopicInfo>last).topic):  # a topic sent to again
             info = <TopicInfo>last
         else:
             info = self._topics.get(topic)
-            if info is not None:
-                kc_store_ptr_release(&self._last_info, <void*>info)
+            if info is not None and <void*>info != last:  # (a store, even of the same
+                kc_store_ptr_release(&self._last_info, <void*>info)  # value, takes the line)
         if info is not None and kc_load_i64(&info.version) == \
                 kc_load_i64(&self._metadata_version):
             return info if kc_load_int_acquire(&info.num_partitions) else None
@@ -217,7 +225,7 @@ cdef class RecordAccumulator(SendChoice):
 
     cdef PyObject* _known_topic(self, str topic) noexcept:
         cdef void* last = kc_load_ptr_acquire(&self._last_info)
-        if last != NULL and (<TopicInfo>last).topic is topic and \
+        if last != NULL and _same(topic, (<TopicInfo>last).topic) and \
                 kc_load_i64(&(<TopicInfo>last).version) == \
                 kc_load_i64(&self._metadata_version) and \
                 kc_load_int_acquire(&(<TopicInfo>last).num_partitions):
