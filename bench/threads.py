@@ -70,12 +70,20 @@ def _pyprod(bootstrap, topic, buffer_memory):
                       acks=1, linger_ms=compare.LINGER_MS, buffer_memory=buffer_memory)
     for f in [p.send(topic, b"warm", partition=i) for i in range(compare.PARTITIONS)]:
         f.get(30)  # metadata, the connection, every partition's leader answering
-    value, send = compare._value(VALUE_SIZE), p.send
+    send = p.send
 
     def loop(count):
+        value = _own_value()
         for _ in range(count):
             send(topic, value)
     return loop, p.flush, p.close
+
+
+def _own_value():
+    """The calling thread's own copy of the value: a program's records are its own objects. One
+    bytes object shared by every thread would measure CPython's reference counting of it (an
+    atomic write from each thread per call, on a free-threaded build), not the producer."""
+    return bytes(bytearray(compare._value(VALUE_SIZE)))
 
 
 def _confluent(bootstrap, topic, buffer_memory):
@@ -93,7 +101,10 @@ def _confluent(bootstrap, topic, buffer_memory):
     def flush():
         if p.flush(300):
             raise RuntimeError("confluent-kafka: records not delivered after flush")
-    return (_clients._produce_loop(produce, poll, room, topic, compare._value(VALUE_SIZE), None),
+
+    def loop(count):  # each thread its own value, as pyprod's
+        _clients._produce_loop(produce, poll, room, topic, _own_value(), None)(count)
+    return (loop,
             flush, lambda: None)
 
 
