@@ -5,11 +5,11 @@ ratio to one thread and CPU per record, on a GIL build or a free-threaded one (C
 there the GIL stays off only if every extension imported declares it may, or PYTHON_GIL=0: the
 table says whether it was on in the runs, as sys._is_gil_enabled() said in each).
 
-100-byte keyless values, 6 partitions, acks=1, linger_ms=5, buffer_memory 4 MiB; by default
-each run sends enough records that buffer_memory holds under 5% of the bytes sent (steady
-state), and at least 2M (a second or more at full rate), split evenly over the threads, which a
-Barrier starts together. Each run is its own
-process; thread counts interleaved, their order rotated, medians over rounds. CPU is the
+100-byte keyless values (each thread its own value object), 6 partitions, acks=1, linger_ms=5,
+buffer_memory 4 MiB; by default each run sends enough records that buffer_memory holds under 5%
+of the bytes sent (steady state), and at least 2M (a second or more at full rate), split evenly
+over the threads, which a Barrier starts together. Each run is its own process; thread counts
+interleaved, their order rotated, medians over rounds. CPU is the
 process's (getrusage: every thread's, the Sender's too) over the timed sends and the flush.
 Every run's landed count is checked (end offsets).
 
