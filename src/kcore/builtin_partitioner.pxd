@@ -75,8 +75,8 @@ cdef class BuiltInPartitioner:
     # Move on from partition if it is still the calling thread's sticky one; 1 if it was.
     cdef int _switch_from(self, int partition) except -1
 
-    # The calling thread's sticky partition as a hint (see _sticky above): any thread, no
-    # lock, no GIL.
+    # The calling thread's sticky partition as a hint (see _lanes[i].sticky above): any
+    # thread, no lock, no GIL.
     cdef inline int sticky_hint(self) noexcept nogil:
         cdef int i = self._lane()
         return kc_load_int(&self._lanes[i].sticky) if i >= 0 else -1

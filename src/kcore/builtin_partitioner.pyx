@@ -1,16 +1,14 @@
 # cython: binding=False
 """Compiled twin of kcore/pure/builtin_partitioner.py (see it for the design).
 
-Thread rules (``_lock``; the lanes' ``_sticky`` and ``_produced`` are also used without the GIL
-and without the lock): builtin_partitioner.pxd.
+Thread rules (``_lock``, ``_owner``; each lane's ``sticky`` and ``produced`` are also used
+without the GIL and without the lock): builtin_partitioner.pxd.
 """
 import time
 
 from kcore.atomic_impl cimport kc_load_i64, kc_load_int, kc_store_i64, kc_store_int
 
 __all__ = ["BuiltInPartitioner"]
-
-LANES = _LANES
 
 cdef extern from "pythread.h":
     unsigned long PyThread_get_thread_ident() nogil

@@ -209,14 +209,13 @@ cdef class RecordAccumulator(SendChoice):
         kc_store_i64(&self._metadata_version, version)
 
     cdef TopicInfo _topic_info(self, str topic):
-        cdef void* last = kc_load_ptr_acquire(&self._last_info)
-        cdef TopicInfo info
-        if last != NULL and _same(topic, (<TopicInfo>last).topic):  # a topic sent to again
-            info = <TopicInfo>last
-        else:
-            info = self._topics.get(topic)
-            if info is not None and <void*>info != last:  # (a store, even of the same
-                kc_store_ptr_release(&self._last_info, <void*>info)  # value, takes the line)
+        cdef PyObject* known = self._known_topic(topic)
+        if known != NULL:
+            return <TopicInfo>known
+        cdef TopicInfo info = self._topics.get(topic)
+        if info is not None and <void*>info != kc_load_ptr_acquire(&self._last_info):
+            kc_store_ptr_release(&self._last_info, <void*>info)  # (only when it changes: a
+            # store, even of the same value, takes the cache line from the other threads)
         if info is not None and kc_load_i64(&info.version) == \
                 kc_load_i64(&self._metadata_version):
             return info if kc_load_int_acquire(&info.num_partitions) else None
