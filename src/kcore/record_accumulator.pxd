@@ -1,7 +1,8 @@
 # RecordAccumulator and TopicInfo (see record_accumulator.pyx): cimported by send_path and
-# batch_send. RecordAccumulator's base, SendChoice (send_choice.pxd), holds the queue array and
-# what ready() and drain() choose from without the GIL (pool, linger_ms, retry_backoff_ms,
-# _closed, _flushes, _drain_index, _queues...): their rules are written there.
+# batch_send. RecordAccumulator's base, SendChoice (send_choice.pxd), is the Sender's side:
+# ready() and drain(), the queue array and what they choose from (pool, linger_ms,
+# retry_backoff_ms, txn_partitions, _closed, _flushes, _drain_index, _queues, the queues'
+# leaders...): their rules are written there.
 #
 # Threads (the one place these rules are written; record_accumulator.pyx points here):
 # - _topics, _deques, _incomplete: dicts and a set, each operation atomic (also free-threaded);
@@ -12,10 +13,7 @@
 #   in place; num_partitions (store-release after them) and version are atomic: readers
 #   without the lock load num_partitions (kc_load_int_acquire) and index the lists below it.
 #   partitioner: set once. _seeds: under _topics_lock.
-# - _leaders_of, _nleaders, _nentries: the Sender thread only. A queue counts in
-#   _nleaders/_nentries only once its leader / TxnPartitionMap entry is set: making one
-#   may let another thread add queues.
-# - batch_size, batch_max_size, delivery_timeout_ms, txn_partitions, metadata, compression_type:
+# - batch_size, batch_max_size, delivery_timeout_ms, metadata, compression_type:
 #   set in __init__, then read-only (also without the GIL).
 # - _metadata_version: atomic; metadata_updated() stores it (the Metadata's update listener,
 #   under the Metadata's lock: before its waiters wake), _topic_info loads it per record.
@@ -59,25 +57,20 @@ cdef enum:
 
 
 cdef class RecordAccumulator(SendChoice):
-    # (linger_ms, retry_backoff_ms, pool and the queue array: SendChoice's)
+    # (linger_ms, retry_backoff_ms, pool, txn_partitions, the queue array: SendChoice's)
     cdef public Py_ssize_t batch_size
     cdef public Py_ssize_t batch_max_size    # an open batch grows up to this (>= batch_size)
     cdef public int64_t delivery_timeout_ms
     cdef public object compression_type
     cdef public object metadata
-    cdef public TxnPartitionMap txn_partitions  # idempotence's sequences, or None
     cdef dict _topics, _deques         # topic -> TopicInfo, tp -> PartitionQueue
     cdef object _topics_lock           # an RLock: _topics' updates, one at a time
     cdef set _incomplete
     cdef object _seeds   # random.Random(seed) for the partitioners' seeds, or None
-    cdef object _leaders_of            # the cluster the queues' leaders come from
-    cdef Py_ssize_t _nleaders          # queues whose leader was read from it
-    cdef Py_ssize_t _nentries          # queues given their TxnPartitionMap entry
     cdef int64_t _metadata_version     # metadata.version as of its last update
     cdef void* _last_info              # a TopicInfo (borrowed), or NULL
 
     cdef PartitionQueue _queue(self, object tp)
-    cdef int _refresh_leaders(self, object cluster) except -1
     cdef TopicInfo _topic_info(self, str topic)
     # _topic_info's fast path, borrowed: the TopicInfo last found if it is topic's, current
     # and has partitions, else NULL (a reference taken is an atomic write to an object every
@@ -100,12 +93,6 @@ cdef class RecordAccumulator(SendChoice):
                                       int64_t header_size, Py_ssize_t size,
                                       double max_block_ms, bint abort_on_new_batch,
                                       int* flags)
-    cdef int _give_entries(self) except -1
-    cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
-                           Py_ssize_t max_request_size, int64_t now)
-    # The picked queues' head batches, up to max_size bytes: sealed, given sequences.
-    cdef list _take(self, const Py_ssize_t* picks, Py_ssize_t npicks, Py_ssize_t max_size,
-                    int64_t now)
 
 
 # The error for a pool result other than BP_OK.

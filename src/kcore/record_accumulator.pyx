@@ -6,11 +6,9 @@ only while its batch is marked ``appending`` (drain() leaves such a batch). Each
 batches are a PartitionQueue (kcore.partition_queue), a C ring under its own mutex, so that
 ready() can scan them all without the GIL while callers append, and drain() choose its batches
 the same way (the TxnPartitionMap's per-partition state is C, owned by the Sender thread).
-Those choices are made in kcore.send_choice (SendChoice, this class's base); this module keeps
-what runs with the GIL around them (leaders, entries, the result, taking the chosen batches)
-and the appends.
+ready() and drain() are kcore.send_choice's (SendChoice, this class's base); this module keeps
+the topics, the appends, and the batches' retries, expiry and completion.
 Threads: see record_accumulator.pxd and send_choice.pxd.
-Both keep the GIL below _NOGIL_QUEUES queues, where the scan is shorter than taking it back.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.object cimport PyTypeObject, newfunc
@@ -43,22 +41,12 @@ from kcore.buffer_pool import BufferPool as _BufferPool
 from kcore.future import TopicPartition
 from kcore.errors import IllegalStateError, KafkaTimeoutError
 
-include "_record_accumulator.py"  # ReadyCheckResult and the too-large error
+from kcore.send_choice import ReadyCheckResult, _too_large  # (kcore/_record_accumulator.py's)
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
 
-# ready() and drain() let the GIL go from this many queues on. A scan of fewer takes
-# microseconds: less than taking the GIL back from a caller thread in a send() loop (up to the
-# switch interval).
-cdef enum:
-    _NOGIL_QUEUES = 512
-# ReadyCheckResult(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)): made
-# in C instead, as kcore.future makes RecordMetadata
 cdef extern from "Python.h":
     void _decref "Py_DECREF"(PyObject* o)
-
-cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
-cdef type _ReadyCheckResult = ReadyCheckResult
 
 _monotonic = time.monotonic
 
@@ -173,20 +161,6 @@ cdef class RecordAccumulator(SendChoice):
         kc_store_ssize(&self._nqueues, self._nqueues + 1)
         kc_mutex_unlock(&self._queues_lock)
         return dq
-
-    cdef int _refresh_leaders(self, object cluster) except -1:
-        """Each queue's leader as of cluster (read again only when metadata changed)."""
-        cdef PartitionQueue dq
-        cdef Py_ssize_t i
-        if cluster is not self._leaders_of:
-            self._leaders_of, self._nleaders = cluster, 0
-        leader_for = cluster.leader_for_partition
-        while self._nleaders < self._queue_count():  # callers may add queues meanwhile
-            dq = <PartitionQueue>self._queue_at(self._nleaders)
-            leader = leader_for(dq.tp)
-            dq.leader = -1 if leader is None or leader < 0 else leader
-            self._nleaders += 1
-        return 0
 
     def mute(self, tp):
         """No batch of tp is drained until unmute(tp) (order with one request in flight)."""
@@ -406,154 +380,6 @@ cdef class RecordAccumulator(SendChoice):
             self._incomplete.discard(batch)
             raise
         return batch
-
-    # -- the Sender thread ---------------------------------------------------------------------
-    def ready(self, cluster, int64_t now, busy=(), now_us=None):
-        """Every queue looked at, without the GIL from _NOGIL_QUEUES queues on (callers append
-        meanwhile; queues they add during the scan wait for the next call, as if added just
-        after it)."""
-        return self.ready_drain(cluster, now, busy, None, 0, now_us)[0]
-
-    def ready_drain(self, cluster, int64_t now, busy, sendable, Py_ssize_t max_request_size,
-                    now_us=None):
-        """(ready(), drain() of its ready nodes that are in sendable, in ascending order), both
-        choices in one section (without the GIL from _NOGIL_QUEUES queues on); None for
-        sendable: ready() alone. now_us: the same time in microseconds (the Sender's; linger is
-        timed to it, the next delay is then in fractional ms), or None: whole ms."""
-        cdef ReadyScan scan
-        cdef int64_t us = ms_to_us(now) + 999 if now_us is None else now_us
-        cdef Py_ssize_t n, nbusy = len(busy), nsend = 0 if sendable is None else len(sendable)
-        cdef Py_ssize_t i, nids = 0
-        cdef TxnPartitionMap txn_partitions = self.txn_partitions
-        cdef bint draining = sendable is not None
-        cdef PyObject* txn_partitions_ = (<PyObject*>txn_partitions
-                                          if txn_partitions is not None else NULL)
-        self._refresh_leaders(cluster)
-        if draining:
-            self._give_entries()
-        n = self._queue_count()
-        cdef int32_t* nodes = <int32_t*>malloc((n + nbusy + nsend + 1) * sizeof(int32_t))
-        cdef int32_t* ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))
-        cdef bint* busy_ = <bint*>malloc((n + 1) * sizeof(bint))
-        cdef Py_ssize_t* idx = <Py_ssize_t*>malloc((3 * n + 1) * sizeof(Py_ssize_t))
-        scan.unknown = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
-        try:
-            if nodes == NULL or ids == NULL or busy_ == NULL or idx == NULL or \
-                    scan.unknown == NULL:
-                raise MemoryError()
-            for i, node in enumerate(busy):
-                nodes[n + i] = node
-            if draining:
-                for i, node in enumerate(sendable):
-                    nodes[n + nbusy + i] = node
-            scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
-            if n >= _NOGIL_QUEUES:
-                with nogil:
-                    nids = self._ready_select(n, us, nodes, nbusy, nsend, &scan, draining,
-                                              ids, busy_, txn_partitions_, idx)
-            else:
-                nids = self._ready_select(n, us, nodes, nbusy, nsend, &scan, draining, ids,
-                                          busy_, txn_partitions_, idx)
-            args = (({nodes[i] for i in range(scan.nready)},
-                      delay_ms(scan.next_delay, now_us is not None),
-                      {(<PartitionQueue>self._queue_at(scan.unknown[i])).tp[0]
-                       for i in range(scan.nunknown)}),)
-            result = _tuple_new(_ReadyCheckResult, <PyObject*>args, NULL)
-            drained = self._take_picked([ids[i] for i in range(nids)], idx, n,
-                                        max_request_size, now) if nids else {}
-        finally:
-            free(nodes)
-            free(ids)
-            free(busy_)
-            free(idx)
-            free(scan.unknown)
-        return result, drained
-
-    def drain(self, cluster, nodes, max_request_size, int64_t now, busy=()):
-        """The queues are chosen (without the GIL from _NOGIL_QUEUES queues on; callers append
-        meanwhile), then their head batches are sealed and given sequences under the GIL."""
-        cdef Py_ssize_t n, nnodes = len(nodes), k
-        cdef TxnPartitionMap txn_partitions = self.txn_partitions
-        cdef PyObject* txn_partitions_ = (<PyObject*>txn_partitions
-                                          if txn_partitions is not None else NULL)
-        order = list(nodes)
-        self._refresh_leaders(cluster)
-        self._give_entries()
-        n = self._queue_count()
-        cdef int32_t* ids = <int32_t*>malloc((nnodes + 1) * sizeof(int32_t))
-        cdef bint* busy_ = <bint*>malloc((nnodes + 1) * sizeof(bint))
-        cdef Py_ssize_t* idx = <Py_ssize_t*>malloc((2 * n + nnodes + 1) * sizeof(Py_ssize_t))
-        try:
-            if ids == NULL or busy_ == NULL or idx == NULL:
-                raise MemoryError()
-            for k in range(nnodes):
-                ids[k], busy_[k] = order[k], order[k] in busy
-            if n >= _NOGIL_QUEUES:
-                with nogil:
-                    self._select(n, ms_to_us(now) + 999, ids, busy_, nnodes, txn_partitions_, idx,
-                                 idx + n, idx + 2 * n)
-            else:
-                self._select(n, ms_to_us(now) + 999, ids, busy_, nnodes, txn_partitions_, idx,
-                             idx + n, idx + 2 * n)
-            return self._take_picked(order, idx, n, max_request_size, now)
-        finally:
-            free(ids)
-            free(busy_)
-            free(idx)
-
-    cdef int _give_entries(self) except -1:
-        """Queues made since the last drain get their TxnPartitionMap entry."""
-        cdef PartitionQueue dq
-        cdef Py_ssize_t k
-        # Re-read _nqueues each time: making an entry may run the collector, whose finalizers
-        # may let a caller add a queue; counting it done would leave its entry NULL.
-        while self._nentries < self._queue_count():
-            if self.txn_partitions is not None:
-                dq = <PartitionQueue>self._queue_at(self._nentries)
-                dq.entry_ref = self.txn_partitions.partition_entry(dq.tp)
-                dq.entry = <PyObject*>dq.entry_ref
-            self._nentries += 1
-        return 0
-
-    cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
-                           Py_ssize_t max_request_size, int64_t now):
-        """{node: its picked batches (_select's idx), taken}, nodes in order."""
-        cdef Py_ssize_t k, start = 0
-        cdef dict drained = {}
-        for k in range(len(order)):
-            drained[order[k]] = self._take(idx + n + start, idx[2 * n + k] - start,
-                                           max_request_size, now)
-            start = idx[2 * n + k]
-        return drained
-
-    cdef list _take(self, const Py_ssize_t* picks, Py_ssize_t npicks, Py_ssize_t max_size,
-                    int64_t now):
-        cdef ProducerBatch first
-        cdef PartitionQueue dq
-        cdef Py_ssize_t j, size = 0
-        cdef list batches = []
-        for j in range(npicks):
-            dq = <PartitionQueue>self._queue_at(picks[j])
-            first = dq.front()  # only this thread takes batches off a queue
-            if first is None or kc_load_flag(&first.appending):
-                continue  # a caller took hold of it since the choice
-            if batches and size + (len(first.payload) if first.payload is not None
-                                   else kc_load_ssize(&first.size)) > max_size:
-                break
-            if not dq.take_head(first):
-                continue  # held since
-            try:
-                if self.txn_partitions is not None:
-                    self.txn_partitions.assign_c(first)
-                else:
-                    first.build()
-            except Exception as e:  # it fails alone; the Sender goes on
-                self.complete(first, error=_build_failed(e))
-                continue
-            size += len(first.payload)
-            first.drained_ms = now
-            batches.append(first)
-        return batches
 
     def reenqueue(self, ProducerBatch batch, int64_t now):
         batch.attempts += 1

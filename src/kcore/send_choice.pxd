@@ -1,7 +1,7 @@
 # SendChoice (see send_choice.pyx): which batches the Sender sends now: the partition queues as
-# the Sender's ready() and drain() see them, and the choices made over them; the base class of
-# RecordAccumulator (record_accumulator.pxd), cimported by record_accumulator only. Internal:
-# not in kcore's names.
+# the Sender's ready() and drain() see them, the choices made over them, and the chosen batches
+# taken; the base class of RecordAccumulator (record_accumulator.pxd), cimported by
+# record_accumulator only. Internal: not in kcore's names.
 #
 # Threads (the one place these rules are written for the fields below; send_choice.pyx points
 # here, the accumulator's other fields are in record_accumulator.pxd):
@@ -13,10 +13,13 @@
 # - _drain_index: the Sender thread only (also without the GIL, in _select).
 # - _closed, _flushes: atomic; read by the Sender's scan (_sendable) as hints, a stale one
 #   delays a batch by one loop.
-# - linger_ms, retry_backoff_ms, pool: set in RecordAccumulator.__init__, then read-only (also
-#   without the GIL).
+# - linger_ms, retry_backoff_ms, pool, txn_partitions: set in RecordAccumulator.__init__, then
+#   read-only (also without the GIL).
+# - _leaders_of, _nleaders, _nentries: the Sender thread only. A queue counts in
+#   _nleaders/_nentries only once its leader / TxnPartitionMap entry is set: making one
+#   may let another thread add queues.
 # - Each queue's leader and TxnPartitionMap entry, read here without the GIL, are set by
-#   the Sender thread before the choice (RecordAccumulator._refresh_leaders, _give_entries).
+#   the Sender thread before the choice (_refresh_leaders, _give_entries).
 # - Batches: producer_batch.pxd; queues: partition_queue.pxd; pool: buffer_pool.pxd.
 # nogil: _queue_at, _queue_count (any thread); _scan, _select (they take _queues_lock, then each queue's lock around its reads);
 #   _scan_queue, _sendable, _drainable (with the queue's lock held); _ready_select: the Sender
@@ -26,6 +29,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport INT64_MAX, int32_t, int64_t
 
 from kcore.buffer_pool cimport BufferPool
+from kcore.txn_partition_map cimport TxnPartitionMap
 from kcore.fork_impl cimport kc_fork_obj
 from kcore.sync_impl cimport kc_mutex_t
 
@@ -60,6 +64,7 @@ cdef inline object delay_ms(int64_t next_us, bint exact):
 cdef class SendChoice:
     cdef public int64_t linger_ms, retry_backoff_ms
     cdef public BufferPool pool
+    cdef public TxnPartitionMap txn_partitions  # idempotence's sequences, or None
     cdef int64_t _flushes
     cdef bint _closed
     cdef Py_ssize_t _drain_index
@@ -69,6 +74,9 @@ cdef class SendChoice:
     cdef kc_fork_obj _fork_obj       # a fork takes _queues_lock first; the child lets it go
     cdef PyObject** _queues
     cdef Py_ssize_t _nqueues, _queues_cap
+    cdef object _leaders_of            # the cluster the queues' leaders come from
+    cdef Py_ssize_t _nleaders          # queues whose leader was read from it
+    cdef Py_ssize_t _nentries          # queues given their TxnPartitionMap entry
 
     cdef PyObject* _queue_at(self, Py_ssize_t i) noexcept nogil   # borrowed; i < count
     cdef Py_ssize_t _queue_count(self) noexcept nogil
@@ -91,3 +99,12 @@ cdef class SendChoice:
                                   Py_ssize_t* idx) noexcept nogil
     cdef bint _drainable(self, PyObject* dq, int64_t now_us, bint busy,
                          PyObject* txn_partitions) noexcept nogil
+    # With the GIL, around the choices: each queue's leader and TxnPartitionMap entry set
+    # before, the chosen head batches taken after.
+    cdef int _refresh_leaders(self, object cluster) except -1
+    cdef int _give_entries(self) except -1
+    cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
+                           Py_ssize_t max_request_size, int64_t now)
+    # The picked queues' head batches, up to max_size bytes: sealed, given sequences.
+    cdef list _take(self, const Py_ssize_t* picks, Py_ssize_t npicks, Py_ssize_t max_size,
+                    int64_t now)

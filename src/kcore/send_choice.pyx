@@ -4,15 +4,16 @@ drain() choices (Java's RecordAccumulator.ready and drain), over its partition q
 the GIL from the accumulator's _NOGIL_QUEUES queues on: which nodes have a sendable batch and
 how long until one may be (_scan), and which queues' head batches each node gets (_select).
 SendChoice holds what these read (the queue array under its lock, the settings and hints that
-make a batch sendable, the round-robin start) and is the base class of
-kcore.record_accumulator.RecordAccumulator, whose ready(), drain() and ready_drain() call in
-here (C to C) and then take the chosen batches with the GIL. The pure twin is
-kcore/pure/send_choice.py.
+make a batch sendable, the round-robin start), and its ready(), drain() and ready_drain() set
+the queues' leaders and entries, make the choices (C to C) and then take the chosen batches with
+the GIL. It is the base class of kcore.record_accumulator.RecordAccumulator, which keeps the
+appends and the batches' completion. The pure twin is kcore/pure/send_choice.py.
 Threads: see send_choice.pxd.
 """
+from cpython.object cimport PyTypeObject, newfunc
 from cpython.ref cimport PyObject
-from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport free
+from libc.stdint cimport INT64_MAX, int32_t, int64_t
+from libc.stdlib cimport free, malloc
 
 from kcore.atomic_impl cimport kc_load_flag, kc_load_i64, kc_load_ssize
 from kcore.fork_impl cimport kc_fork_install, kc_fork_track, kc_fork_untrack
@@ -21,9 +22,22 @@ from kcore.producer_batch cimport ProducerBatch
 from kcore.sync_impl cimport kc_mutex_destroy, kc_mutex_init, kc_mutex_lock, kc_mutex_unlock
 from kcore.txn_partition_map cimport TxnPartitionMap
 
+include "_record_accumulator.py"  # ReadyCheckResult, the build and too-large errors
+
 __all__ = []  # internal: RecordAccumulator's base (kcore.record_accumulator)
 
 kc_fork_install()  # at import: after partition_queue's, so a fork locks this first
+
+# ready() and drain() let the GIL go from this many queues on. A scan of fewer takes
+# microseconds: less than taking the GIL back from a caller thread in a send() loop (up to the
+# switch interval).
+cdef enum:
+    _NOGIL_QUEUES = 512
+# ReadyCheckResult(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)): made
+# in C instead, as kcore.future makes RecordMetadata
+cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
+cdef type _ReadyCheckResult = ReadyCheckResult
+
 
 
 cdef inline bint _among(int32_t node, const int32_t* nodes, Py_ssize_t n) noexcept nogil:
@@ -185,3 +199,165 @@ cdef class SendChoice:
             return False  # it grows meanwhile
         return txn_partitions == NULL or (<TxnPartitionMap>txn_partitions).may_drain_c(
             (<PartitionQueue>dq).entry, first)
+
+    # -- the Sender's calls, with the GIL around the choices -----------------------------------
+    def ready(self, cluster, int64_t now, busy=(), now_us=None):
+        """Every queue looked at, without the GIL from _NOGIL_QUEUES queues on (callers append
+        meanwhile; queues they add during the scan wait for the next call, as if added just
+        after it)."""
+        return self.ready_drain(cluster, now, busy, None, 0, now_us)[0]
+
+    def ready_drain(self, cluster, int64_t now, busy, sendable, Py_ssize_t max_request_size,
+                    now_us=None):
+        """(ready(), drain() of its ready nodes that are in sendable, in ascending order), both
+        choices in one section (without the GIL from _NOGIL_QUEUES queues on); None for
+        sendable: ready() alone. now_us: the same time in microseconds (the Sender's; linger is
+        timed to it, the next delay is then in fractional ms), or None: whole ms."""
+        cdef ReadyScan scan
+        cdef int64_t us = ms_to_us(now) + 999 if now_us is None else now_us
+        cdef Py_ssize_t n, nbusy = len(busy), nsend = 0 if sendable is None else len(sendable)
+        cdef Py_ssize_t i, nids = 0
+        cdef TxnPartitionMap txn_partitions = self.txn_partitions
+        cdef bint draining = sendable is not None
+        cdef PyObject* txn_partitions_ = (<PyObject*>txn_partitions
+                                          if txn_partitions is not None else NULL)
+        self._refresh_leaders(cluster)
+        if draining:
+            self._give_entries()
+        n = self._queue_count()
+        cdef int32_t* nodes = <int32_t*>malloc((n + nbusy + nsend + 1) * sizeof(int32_t))
+        cdef int32_t* ids = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+        cdef bint* busy_ = <bint*>malloc((n + 1) * sizeof(bint))
+        cdef Py_ssize_t* idx = <Py_ssize_t*>malloc((3 * n + 1) * sizeof(Py_ssize_t))
+        scan.unknown = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+        try:
+            if nodes == NULL or ids == NULL or busy_ == NULL or idx == NULL or \
+                    scan.unknown == NULL:
+                raise MemoryError()
+            for i, node in enumerate(busy):
+                nodes[n + i] = node
+            if draining:
+                for i, node in enumerate(sendable):
+                    nodes[n + nbusy + i] = node
+            scan.ready, scan.nready, scan.nunknown, scan.next_delay = nodes, 0, 0, INT64_MAX
+            if n >= _NOGIL_QUEUES:
+                with nogil:
+                    nids = self._ready_select(n, us, nodes, nbusy, nsend, &scan, draining,
+                                              ids, busy_, txn_partitions_, idx)
+            else:
+                nids = self._ready_select(n, us, nodes, nbusy, nsend, &scan, draining, ids,
+                                          busy_, txn_partitions_, idx)
+            args = (({nodes[i] for i in range(scan.nready)},
+                      delay_ms(scan.next_delay, now_us is not None),
+                      {(<PartitionQueue>self._queue_at(scan.unknown[i])).tp[0]
+                       for i in range(scan.nunknown)}),)
+            result = _tuple_new(_ReadyCheckResult, <PyObject*>args, NULL)
+            drained = self._take_picked([ids[i] for i in range(nids)], idx, n,
+                                        max_request_size, now) if nids else {}
+        finally:
+            free(nodes)
+            free(ids)
+            free(busy_)
+            free(idx)
+            free(scan.unknown)
+        return result, drained
+
+    def drain(self, cluster, nodes, max_request_size, int64_t now, busy=()):
+        """The queues are chosen (without the GIL from _NOGIL_QUEUES queues on; callers append
+        meanwhile), then their head batches are sealed and given sequences under the GIL."""
+        cdef Py_ssize_t n, nnodes = len(nodes), k
+        cdef TxnPartitionMap txn_partitions = self.txn_partitions
+        cdef PyObject* txn_partitions_ = (<PyObject*>txn_partitions
+                                          if txn_partitions is not None else NULL)
+        order = list(nodes)
+        self._refresh_leaders(cluster)
+        self._give_entries()
+        n = self._queue_count()
+        cdef int32_t* ids = <int32_t*>malloc((nnodes + 1) * sizeof(int32_t))
+        cdef bint* busy_ = <bint*>malloc((nnodes + 1) * sizeof(bint))
+        cdef Py_ssize_t* idx = <Py_ssize_t*>malloc((2 * n + nnodes + 1) * sizeof(Py_ssize_t))
+        try:
+            if ids == NULL or busy_ == NULL or idx == NULL:
+                raise MemoryError()
+            for k in range(nnodes):
+                ids[k], busy_[k] = order[k], order[k] in busy
+            if n >= _NOGIL_QUEUES:
+                with nogil:
+                    self._select(n, ms_to_us(now) + 999, ids, busy_, nnodes, txn_partitions_, idx,
+                                 idx + n, idx + 2 * n)
+            else:
+                self._select(n, ms_to_us(now) + 999, ids, busy_, nnodes, txn_partitions_, idx,
+                             idx + n, idx + 2 * n)
+            return self._take_picked(order, idx, n, max_request_size, now)
+        finally:
+            free(ids)
+            free(busy_)
+            free(idx)
+
+    cdef int _give_entries(self) except -1:
+        """Queues made since the last drain get their TxnPartitionMap entry."""
+        cdef PartitionQueue dq
+        cdef Py_ssize_t k
+        # Re-read _nqueues each time: making an entry may run the collector, whose finalizers
+        # may let a caller add a queue; counting it done would leave its entry NULL.
+        while self._nentries < self._queue_count():
+            if self.txn_partitions is not None:
+                dq = <PartitionQueue>self._queue_at(self._nentries)
+                dq.entry_ref = self.txn_partitions.partition_entry(dq.tp)
+                dq.entry = <PyObject*>dq.entry_ref
+            self._nentries += 1
+        return 0
+
+    cdef dict _take_picked(self, list order, const Py_ssize_t* idx, Py_ssize_t n,
+                           Py_ssize_t max_request_size, int64_t now):
+        """{node: its picked batches (_select's idx), taken}, nodes in order."""
+        cdef Py_ssize_t k, start = 0
+        cdef dict drained = {}
+        for k in range(len(order)):
+            drained[order[k]] = self._take(idx + n + start, idx[2 * n + k] - start,
+                                           max_request_size, now)
+            start = idx[2 * n + k]
+        return drained
+
+    cdef list _take(self, const Py_ssize_t* picks, Py_ssize_t npicks, Py_ssize_t max_size,
+                    int64_t now):
+        cdef ProducerBatch first
+        cdef PartitionQueue dq
+        cdef Py_ssize_t j, size = 0
+        cdef list batches = []
+        for j in range(npicks):
+            dq = <PartitionQueue>self._queue_at(picks[j])
+            first = dq.front()  # only this thread takes batches off a queue
+            if first is None or kc_load_flag(&first.appending):
+                continue  # a caller took hold of it since the choice
+            if batches and size + (len(first.payload) if first.payload is not None
+                                   else kc_load_ssize(&first.size)) > max_size:
+                break
+            if not dq.take_head(first):
+                continue  # held since
+            try:
+                if self.txn_partitions is not None:
+                    self.txn_partitions.assign_c(first)
+                else:
+                    first.build()
+            except Exception as e:  # it fails alone; the Sender goes on
+                self.complete(first, error=_build_failed(e))
+                continue
+            size += len(first.payload)
+            first.drained_ms = now
+            batches.append(first)
+        return batches
+
+    cdef int _refresh_leaders(self, object cluster) except -1:
+        """Each queue's leader as of cluster (read again only when metadata changed)."""
+        cdef PartitionQueue dq
+        cdef Py_ssize_t i
+        if cluster is not self._leaders_of:
+            self._leaders_of, self._nleaders = cluster, 0
+        leader_for = cluster.leader_for_partition
+        while self._nleaders < self._queue_count():  # callers may add queues meanwhile
+            dq = <PartitionQueue>self._queue_at(self._nleaders)
+            leader = leader_for(dq.tp)
+            dq.leader = -1 if leader is None or leader < 0 else leader
+            self._nleaders += 1
+        return 0

@@ -5,9 +5,9 @@ As in the Java client (3.3+), the accumulator keeps a TopicInfo per topic: its p
 deques and its BuiltInPartitioner, which places null-key records on a sticky partition
 (KIP-794) and switches once the partition's batches are full (``update_partition_info``).
 
-The Sender's ready() and drain() choices are SendChoice's, this class's base
-(kcore/pure/send_choice.py); this module keeps the queues, the appends, taking the chosen
-batches (ready, drain, ready_drain, as kcore/record_accumulator.pyx), retries and expiry.
+The Sender's ready() and drain() are SendChoice's, this class's base
+(kcore/pure/send_choice.py), as in kcore/send_choice.pyx; this module keeps the queues, the
+appends, the batches' retries, expiry and completion.
 """
 import random
 import threading
@@ -22,7 +22,7 @@ from kcore._network_poll import now_us
 from kcore.pure.partition_queue import PartitionQueue
 from kcore.pure.producer_batch import BATCH_HEADER, ProducerBatch
 from kcore.pure.send_choice import SendChoice
-from kcore._record_accumulator import ReadyCheckResult, _build_failed
+from kcore._record_accumulator import ReadyCheckResult
 from kcore.errors import IllegalStateError
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "TopicInfo"]
@@ -221,53 +221,6 @@ class RecordAccumulator(SendChoice):
                 last.close()
             return None, False
         return future, not was_full and last.is_full()
-
-    # -- the Sender thread (the choices are SendChoice's) -------------------------------------
-    def ready(self, cluster, now, busy=(), now_us=None):
-        return self.ready_drain(cluster, now, busy, None, 0, now_us)[0]
-
-    def ready_drain(self, cluster, now, busy, sendable, max_request_size, now_us=None):
-        """(ready(), drain() of its ready nodes that are in sendable, in ascending order); None
-        for sendable: ready() alone. The compiled twin makes both choices in one section."""
-        with self._lock:
-            result = self._ready_choice(cluster, now, busy, now_us)
-            nodes = [] if sendable is None else sorted(
-                n for n in result.ready_nodes if n in sendable)
-            us = now * 1000 + 999 if now_us is None else now_us
-            return result, {node: self._take(self._picks(cluster, node, us, node in busy),
-                                             max_request_size, now) for node in nodes}
-
-    def drain(self, cluster, nodes, max_request_size, now, busy=()):
-        """{node: [batches]}: at most one batch per partition, up to max_request_size per node.
-        For a node in busy, only batches sendable on their own (see ready)."""
-        with self._lock:
-            return {node: self._take(self._picks(cluster, node, now * 1000 + 999, node in busy),
-                                     max_request_size, now) for node in nodes}
-
-    def _take(self, picks, max_size, now):
-        """The head batches of the picked queues, taken in order up to max_size, sealed and
-        given their sequences (a batch that fails to build fails alone)."""
-        size, batches = 0, []
-        for dq in picks:
-            first = dq[0]
-            if first.appending:
-                continue  # a caller took hold of it since the choice
-            if batches and size + first.estimated_size() > max_size:
-                break
-            dq.popleft()
-            first.close()  # drained: it takes no more records (and never grows)
-            try:
-                if self.txn_partitions is not None:
-                    self.txn_partitions.assign(first)
-                else:
-                    first.build()
-            except Exception as e:  # it fails alone; the Sender goes on
-                self.complete(first, error=_build_failed(e))
-                continue
-            size += len(first.payload)
-            first.drained_ms = now
-            batches.append(first)
-        return batches
 
     def reenqueue(self, batch, now):
         """Put a batch to retry back at the head of its deque, in sequence order."""

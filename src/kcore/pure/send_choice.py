@@ -3,15 +3,15 @@ choices (Java's RecordAccumulator.ready and drain), made by the Sender thread ov
 accumulator's partition queues: which nodes have a sendable batch and how long until one may be
 (ready), and which queues' head batches each node may get (drain, one per partition, each node
 starting one queue further on). The base class of kcore/pure/record_accumulator.py's
-RecordAccumulator (pure twin of send_choice.pyx); as in the compiled build, the accumulator's
-ready(), drain() and ready_drain() call these choices and take the chosen batches (``_take``).
+RecordAccumulator (pure twin of send_choice.pyx); as in the compiled build, its ready(), drain()
+and ready_drain() make these choices and take the chosen batches (``_take``).
 
 What the choices read is the accumulator's, set in RecordAccumulator.__init__: its queues
 (``_deques``) under its ``_lock`` (the caller holds it), the settings and hints that make a batch
 sendable (``linger_ms``, ``retry_backoff_ms``, ``pool``, ``_closed``, ``_flushes``), the
 round-robin start (``_drain_index``) and the TxnPartitionMap (``txn_partitions``).
 """
-from kcore._record_accumulator import ReadyCheckResult
+from kcore._record_accumulator import ReadyCheckResult, _build_failed
 
 __all__ = []  # internal: RecordAccumulator's base (kcore.pure.record_accumulator)
 
@@ -86,3 +86,50 @@ class SendChoice:
                 continue
             picks.append(dq)
         return picks
+
+    # -- the Sender's calls ---------------------------------------------------------------------
+    def ready(self, cluster, now, busy=(), now_us=None):
+        return self.ready_drain(cluster, now, busy, None, 0, now_us)[0]
+
+    def ready_drain(self, cluster, now, busy, sendable, max_request_size, now_us=None):
+        """(ready(), drain() of its ready nodes that are in sendable, in ascending order); None
+        for sendable: ready() alone. The compiled twin makes both choices in one section."""
+        with self._lock:
+            result = self._ready_choice(cluster, now, busy, now_us)
+            nodes = [] if sendable is None else sorted(
+                n for n in result.ready_nodes if n in sendable)
+            us = now * 1000 + 999 if now_us is None else now_us
+            return result, {node: self._take(self._picks(cluster, node, us, node in busy),
+                                             max_request_size, now) for node in nodes}
+
+    def drain(self, cluster, nodes, max_request_size, now, busy=()):
+        """{node: [batches]}: at most one batch per partition, up to max_request_size per node.
+        For a node in busy, only batches sendable on their own (see ready)."""
+        with self._lock:
+            return {node: self._take(self._picks(cluster, node, now * 1000 + 999, node in busy),
+                                     max_request_size, now) for node in nodes}
+
+    def _take(self, picks, max_size, now):
+        """The head batches of the picked queues, taken in order up to max_size, sealed and
+        given their sequences (a batch that fails to build fails alone)."""
+        size, batches = 0, []
+        for dq in picks:
+            first = dq[0]
+            if first.appending:
+                continue  # a caller took hold of it since the choice
+            if batches and size + first.estimated_size() > max_size:
+                break
+            dq.popleft()
+            first.close()  # drained: it takes no more records (and never grows)
+            try:
+                if self.txn_partitions is not None:
+                    self.txn_partitions.assign(first)
+                else:
+                    first.build()
+            except Exception as e:  # it fails alone; the Sender goes on
+                self.complete(first, error=_build_failed(e))
+                continue
+            size += len(first.payload)
+            first.drained_ms = now
+            batches.append(first)
+        return batches
