@@ -78,7 +78,8 @@ cdef class ProducerBatch:
     cdef uint8_t* mem
     cdef Py_ssize_t mem_size
 
-    # Put the builder on pool memory (owned by the batch until release_memory).
+    # Put the builder on pool memory (owned by the batch until release_memory); memory above
+    # batch_size is room at once, as if the batch grew to it.
     cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept
     cdef void release_memory(self) noexcept
     cdef object _seal_in_place(self)

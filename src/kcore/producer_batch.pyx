@@ -138,6 +138,8 @@ cdef class ProducerBatch:
     cdef void attach(self, BufferPool pool, uint8_t* mem, Py_ssize_t size) noexcept:
         self.pool, self.mem, self.mem_size = pool, mem, size
         self.builder.attach(mem, size)
+        if size > self.builder.max_size:  # more than batch_size: as if grown to it
+            self.builder.max_size = size
 
     cdef void release_memory(self) noexcept:
         # Held by a writer (appending 1): it frees the memory when done (end_append).

@@ -80,9 +80,10 @@ cdef class RecordAccumulator(SendChoice):
     # After a null-key append: the partitioner switches once the partition's batches are full.
     cdef int _update_partition_info(self, TopicInfo info, int partition,
                                     Py_ssize_t appended_bytes) except -1
-    # need bytes if the pool has them now, else wait_size after a wait; the size taken.
+    # first (if more than need) or need bytes if the pool has them now, else wait_size after
+    # a wait; the size taken.
     cdef Py_ssize_t _memory(self, Py_ssize_t need, Py_ssize_t wait_size, double max_block_ms,
-                            uint8_t** mem) except -1
+                            uint8_t** mem, Py_ssize_t first=*) except -1
     # A new batch on mem (need bytes from the pool, now owned by the batch, or given back if
     # this raises), last in dq.
     cdef ProducerBatch _new_batch(self, PartitionQueue dq, object tp, uint8_t* mem,

@@ -87,7 +87,7 @@ cdef FutureRecordMetadata _append_to(PartitionQueue dq, ProducerBatch batch, _Re
     """Hold batch and append (None: held by another writer, closed, or no room); with mem, it
     first grows into mem (got bytes, more than need) if it can: mem then is its, or given back
     (NULL either way). want: set to the size the batch would grow to for the record when it
-    had no room (0: it cannot)."""
+    had no room, or minus the size it reached when it cannot grow."""
     if not dq.claim(batch):
         return None
     try:
@@ -95,8 +95,8 @@ cdef FutureRecordMetadata _append_to(PartitionQueue dq, ProducerBatch batch, _Re
             batch._move_into(mem[0], got)
             mem[0] = NULL
         future = _append_held(batch, r, flags)
-        if future is None and want != NULL:
-            want[0] = batch._growth(r.size)  # as its holder: no other writer meanwhile
+        if future is None and want != NULL:  # as its holder: no other writer meanwhile
+            want[0] = batch._growth(r.size) or -batch.mem_size
         return future
     finally:
         batch.end_append()
@@ -311,10 +311,13 @@ cdef class RecordAccumulator(SendChoice):
         # GIL go on every new batch hands it to the other caller threads), then retry. A wait
         # is for the room the open batch needs to grow, if it can: under memory pressure
         # batches keep growing (and requests stay full) rather than close small.
+        # A batch that filled the size it grew to (it cannot grow on): the next one starts at
+        # that size if the pool has it now, rather than grow (a copy) through the same steps.
         need = max(self.batch_size, RBB_HEADER_SIZE + size)
         got = min(want, self.pool.total_memory)
         deadline = _monotonic() * 1000 + max_block_ms  # all waits together: max_block_ms
-        got = self._memory(need, max(need, got), max_block_ms, &mem)
+        got = self._memory(need, max(need, got), max_block_ms, &mem,
+                           min(-want, self.batch_max_size))
         if kc_ft_enter(&dq.append_lock) < 0:
             self.pool.release_raw(mem, got)
             _reentered(tp)
@@ -345,11 +348,14 @@ cdef class RecordAccumulator(SendChoice):
             kc_ft_exit(&dq.append_lock)
 
     cdef Py_ssize_t _memory(self, Py_ssize_t need, Py_ssize_t wait_size, double max_block_ms,
-                            uint8_t** mem) except -1:
-        """need bytes at once if the pool has them, else wait_size after a wait without the
-        GIL; returns the size taken."""
-        cdef Py_ssize_t got = need
-        cdef int rc = self.pool._try_now(need, mem)
+                            uint8_t** mem, Py_ssize_t first=0) except -1:
+        """first bytes (if more than need) or need bytes at once if the pool has them, else
+        wait_size after a wait without the GIL; returns the size taken."""
+        cdef Py_ssize_t got = first
+        cdef int rc = self.pool._try_now(first, mem) if first > need else BP_TIMEOUT
+        if rc != BP_OK:
+            got = need
+            rc = self.pool._try_now(need, mem)
         if rc != BP_OK:
             got = wait_size
             with nogil:

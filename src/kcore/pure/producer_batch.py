@@ -83,8 +83,10 @@ class ProducerBatch:
         self.segments = None  # send_batch records in it: [(future, ordinal, rank, count)]
 
     def attach(self, pool, memory):
-        """The batch accounts for memory (from pool) until release_memory."""
+        """The batch accounts for memory (from pool) until release_memory; a bigger buffer
+        than batch_size lets it fill that much at once, as if grown to it."""
         self.pool, self.memory = pool, memory
+        self.builder.raise_max_size(len(memory))
 
     def release_memory(self):
         with _MEMORY_LOCK:
