@@ -433,3 +433,31 @@ def test_latency_parts_tiny_run_on_the_mock(capsys):
     assert _load("latency_parts").main(["--seconds", "0.2", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "| drain->cb |" in out and "| p99 |" in out and "confluent-kafka" in out
+
+
+def test_byte_costs_parts_and_table():
+    """bench/byte_costs.py: perf's dso/symbol pairs sorted into the parts of a record's CPU,
+    the per-record difference of two runs, and the table beside the floors."""
+    bc = _load("byte_costs")
+    assert bc.part_of("[kernel.kallsyms]", "_copy_from_iter") == "kernel, copy to the socket"
+    assert bc.part_of("[kernel.kallsyms]", "tcp_sendmsg_locked") == "kernel, the rest"
+    assert bc.part_of("libc.so.6", "__memmove_avx512_unaligned_erms") == "copy into the batch"
+    assert bc.part_of("crc.cpython-311-x86_64-linux-gnu.so", "0x525d") == "CRC32C"
+    assert bc.part_of("librdkafka.so.1", "rd_crc32c_hw") == "CRC32C"
+    assert bc.part_of("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault") == "Python"
+    assert bc.part_of("[vdso]", "__vdso_clock_gettime") == "clock"
+    assert bc.part_of("send_path.cpython-311-x86_64-linux-gnu.so", "x") == \
+        "the client's own code"
+    small = {"parts": {("caller", "Python"): 1000, ("other", "CRC32C"): 500}}
+    large = {"parts": {("caller", "Python"): 3000, ("other", "CRC32C"): 4500,
+                       ("caller", "clock"): 100}}
+    per = bc.per_record(small, large, 10)
+    assert per == {"caller/Python": 200, "caller/clock": 10, "other/CRC32C": 400}
+    meta = {"date": "2030-01-02", "command": "python bench/byte_costs.py",
+            "machine": {"cpu_model": "Test CPU", "cores": 2, "python": "3.11"},
+            "versions": {"pyprod": "0.1.0"}, "records": 10, "small": 1}
+    text = bc.markdown(meta, {"pyprod": {"per_record": per, "records_per_s": 1e6,
+                                         "cpu_s_per_m": 0.6}},
+                       {"memcpy": 30.0, "crc32c": 50.0, "kernel_send": 70.0}, 1024)
+    assert "| caller/Python | 200 |  |" in text and "| other/CRC32C | 400 | 55 |" in text
+    assert "| **all** | **610** | |" in text
