@@ -38,6 +38,17 @@ def _values(batches):
     return out
 
 
+def _fill(sp, i=0):
+    """Records i, i+1, ... one at a time until the pool has no room for another batch
+    (KafkaTimeoutError with max_block_ms=0); how many were sent in all."""
+    try:
+        while True:
+            _send(sp, 1, start=i)
+            i += 1
+    except KafkaTimeoutError:
+        return i
+
+
 def _complete(acc, batches):
     offset = 0
     for batch in batches:
@@ -166,17 +177,10 @@ def test_growth_only_with_free_memory(k):
     acc, sp, _ = _paths(k, batch_size=1024, batch_max_size=8192, buffer_memory=5120,
                         max_block_ms=0)
     dq = acc.topic_info("t").deques[0]
-    i = 0
-    while len(dq) < 2:
-        _send(sp, 1, start=i)
-        i += 1
+    i = _fill(sp)  # the pool is empty: a third batch cannot start
     first, second = dq
     assert first.is_full() and 1024 < first.builder.size_in_bytes() <= 4096  # may grow later
     assert acc.pool.available_memory == 0
-    with pytest.raises(KafkaTimeoutError):  # the pool is empty: a third batch cannot start
-        while True:
-            _send(sp, 1, start=i)
-            i += 1
     batches = _drain_all(acc)
     assert _values(batches) == [b"%06d" % j + b"v" * 100 for j in range(i)]
     _complete(acc, batches)
@@ -191,18 +195,9 @@ def test_a_new_batch_starts_at_the_size_the_last_one_filled(k):
     acc, sp, _ = _paths(k, batch_size=1024, batch_max_size=8192, buffer_memory=16384,
                         max_block_ms=0)
     dq = acc.topic_info("t").deques[0]
-    i = 0
-    while len(dq) < 2:
-        _send(sp, 1, start=i)
-        i += 1
-    assert dq[0].builder.size_in_bytes() > 4096 and acc.pool.available_memory == 0
-    while len(dq) < 3:
-        try:
-            _send(sp, 1, start=i)
-        except KafkaTimeoutError:  # the pool is empty: a third batch cannot start
-            break
-        i += 1
-    assert dq[1].builder.size_in_bytes() > 4096
+    i = _fill(sp)
+    assert len(dq) == 2 and acc.pool.available_memory == 0
+    assert dq[0].builder.size_in_bytes() > 4096 and dq[1].builder.size_in_bytes() > 4096
     batches = _drain_all(acc)
     assert _values(batches) == [b"%06d" % j + b"v" * 100 for j in range(i)]
     _complete(acc, batches)
