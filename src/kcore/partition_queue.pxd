@@ -16,8 +16,9 @@
 #   `lock`, where the Sender's take_head() closes a batch that is not held.
 # - leader, muted, entry_ref, entry: written by the Sender thread only, without `lock`
 #   (SendChoice._refresh_leaders and _give_entries, RecordAccumulator.mute/unmute), read by
-#   it alone (its scans, `lock` held or not): it is their one writer. entry borrows entry_ref; it is NULL
-#   until _give_entries ran for this queue, and every queue a drain() scan reads has it set.
+#   it alone (its scans, `lock` held or not): it is their one writer. entry borrows
+#   entry_ref; it is NULL until _give_entries ran for this queue, and every queue a drain()
+#   scan reads has it set.
 # - tp: set in __cinit__, never changed.
 # - lock: held only for short pure-C sections (no C-API call but Py_INCREF, no other lock, no
 #   wait for the GIL); GIL holders take it. Taken after SendChoice._queues_lock, never before

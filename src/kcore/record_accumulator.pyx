@@ -83,11 +83,11 @@ cdef FutureRecordMetadata _append_held(ProducerBatch batch, _Rec* r, int* flags)
 
 cdef FutureRecordMetadata _append_to(PartitionQueue dq, ProducerBatch batch, _Rec* r,
                                      int* flags, uint8_t** mem, Py_ssize_t got,
-                                     Py_ssize_t need, Py_ssize_t* want):
+                                     Py_ssize_t need, Py_ssize_t* want, Py_ssize_t* filled):
     """Hold batch and append (None: held by another writer, closed, or no room); with mem, it
     first grows into mem (got bytes, more than need) if it can: mem then is its, or given back
-    (NULL either way). want: set to the size the batch would grow to for the record when it
-    had no room, or minus the size it reached when it cannot grow."""
+    (NULL either way). When it had no room: want, the size the batch would grow to for the
+    record (0: it cannot); filled, the bytes it holds."""
     if not dq.claim(batch):
         return None
     try:
@@ -96,7 +96,8 @@ cdef FutureRecordMetadata _append_to(PartitionQueue dq, ProducerBatch batch, _Re
             mem[0] = NULL
         future = _append_held(batch, r, flags)
         if future is None and want != NULL:  # as its holder: no other writer meanwhile
-            want[0] = batch._growth(r.size) or -batch.mem_size
+            want[0] = batch._growth(r.size)
+            filled[0] = kc_load_ssize(&batch.size)  # an upper bound, the header included
         return future
     finally:
         batch.end_append()
@@ -292,14 +293,14 @@ cdef class RecordAccumulator(SendChoice):
         cdef _Rec r
         r.ts, r.kp, r.kl, r.vp, r.vl, r.hp, r.hl = ts, kp, kl, vp, vl, hp, hl
         r.hcount, r.header_size, r.size = hcount, header_size, size
-        cdef Py_ssize_t want = 0
+        cdef Py_ssize_t want = 0, filled = 0
         cdef double deadline
         if kc_ft_enter(&dq.append_lock) < 0:
             _reentered(tp)
         try:
             batch = dq.last()
             if batch is not None:
-                future = _append_to(dq, batch, &r, flags, NULL, 0, 0, &want)
+                future = _append_to(dq, batch, &r, flags, NULL, 0, 0, &want, &filled)
                 if future is not None:
                     return future
             if abort_on_new_batch:
@@ -311,13 +312,14 @@ cdef class RecordAccumulator(SendChoice):
         # GIL go on every new batch hands it to the other caller threads), then retry. A wait
         # is for the room the open batch needs to grow, if it can: under memory pressure
         # batches keep growing (and requests stay full) rather than close small.
-        # A batch that filled the size it grew to (it cannot grow on): the next one starts at
-        # that size if the pool has it now, rather than grow (a copy) through the same steps.
+        # A batch that cannot grow on: the next one starts at the bytes it filled if the pool
+        # has them now, rather than grow (a copy) through the same steps (a batch the Sender
+        # took at batch_size leaves the next one at batch_size).
         need = max(self.batch_size, RBB_HEADER_SIZE + size)
         got = min(want, self.pool.total_memory)
         deadline = _monotonic() * 1000 + max_block_ms  # all waits together: max_block_ms
         got = self._memory(need, max(need, got), max_block_ms, &mem,
-                           min(-want, self.batch_max_size))
+                           0 if want else min(filled, self.batch_max_size))
         if kc_ft_enter(&dq.append_lock) < 0:
             self.pool.release_raw(mem, got)
             _reentered(tp)
@@ -325,7 +327,7 @@ cdef class RecordAccumulator(SendChoice):
             batch = dq.last()
             if batch is not None:  # another thread may have made one while this one waited
                 try:
-                    future = _append_to(dq, batch, &r, flags, &mem, got, need, NULL)
+                    future = _append_to(dq, batch, &r, flags, &mem, got, need, NULL, NULL)
                 except BaseException:
                     if mem != NULL:
                         self.pool.release_raw(mem, got)

@@ -54,10 +54,9 @@ def _after_fork_in_child():  # the threads that held the locks at the fork are t
 guard_locks(lambda: [acc._lock for acc in list(_accumulators)], _after_fork_in_child)
 
 
-def _reached(batch, size):
-    """The memory size a batch with no room for size more bytes reached, if it cannot grow."""
-    memory = batch.memory
-    return 0 if memory is None or batch.growth_size(size) else len(memory)
+def _filled(batch, size):
+    """The bytes a batch with no room for size more holds, if it cannot grow; else 0."""
+    return 0 if batch.growth_size(size) else batch.size  # an upper bound, header included
 
 
 class RecordAccumulator(SendChoice):
@@ -164,17 +163,17 @@ class RecordAccumulator(SendChoice):
                                                    header_size, size)
             if future is not None:
                 return future, became_full, False, False
-            reached = _reached(dq[-1], size) if dq else 0
+            filled = _filled(dq[-1], size) if dq else 0
         if abort_on_new_batch:
             return None, False, False, True
         # No room: take memory (may block, without the accumulator lock), then retry. A wait
         # is for the room the open batch needs to grow, if it can (as the compiled twin). A
-        # batch that filled the size it grew to: the next starts at that size if it is free.
+        # batch that cannot grow on: the next starts at the bytes it filled if they are free.
         need = max(self.batch_size, BATCH_HEADER + size)
         deadline = time.monotonic() * 1000 + max_block_ms  # all waits together: max_block_ms
         memory = None
-        if min(reached, self.batch_max_size) > need:
-            memory = self.pool.try_allocate(min(reached, self.batch_max_size))
+        if min(filled, self.batch_max_size) > need:
+            memory = self.pool.try_allocate(min(filled, self.batch_max_size))
         if memory is None:
             memory = self.pool.try_allocate(need)
         if memory is None:
