@@ -1,7 +1,7 @@
 """Where a record's send()->callback latency goes, on compare.py's paced workloads (by default
 100B-keyed: 100-byte values with keys cycled over 10,000; or 100B, 1KiB), 6 partitions, acks=1,
-linger_ms=5, offered at 50,000 records/s in bursts of 50 a millisecond (pyprod.perf.Pacer),
-librdkafka's mock cluster.
+linger_ms=5, offered at 50,000 records/s (--rate) in bursts of a millisecond's records
+(pyprod.perf.Pacer), librdkafka's mock cluster.
 
 Records whose callbacks ran together (gaps under 0.2 ms) came back in one response; per
 response, medians over the run (after its first fifth):
@@ -9,11 +9,15 @@ response, medians over the run (after its first fifth):
 - ``oldest``: first send() to the first callback (the oldest record's latency);
 - ``newest``: last send() to the first callback;
 - ``callbacks``: first to last callback of the response;
-- pyprod only, from its Sender (its NetworkPoll's send_request, wrapped): ``drain->cb``, the
-  request's send to its response's first callback, and ``linger``, the response's first
-  send() to its request.
+- pyprod only, from its Sender (its NetworkPoll's send_request and poll, wrapped): ``drain->cb``,
+  the request's send to its response's first callback, and ``linger``, the response's first
+  send() to its request; then per request: ``wake late`` (how much longer than asked the
+  Sender's last poll before it slept), ``wake->send`` (that poll's end to send_request: the
+  loop's Python and the choice of batches), ``write`` (send_request: the request queued and
+  written to the socket), ``response`` (send_request's end to its response's handler) and
+  ``handler`` (the response decoded and its callbacks run).
 
-    python bench/latency_parts.py --seconds 5 --rounds 3 [--workload 1KiB]
+    python bench/latency_parts.py --seconds 5 --rounds 3 [--workload 1KiB] [--rate 500]
 
 Each client runs in its own process; the rounds alternate them. Prints a table, writes nothing.
 """
@@ -42,13 +46,55 @@ class _TimedNet:
     def __init__(self, net):
         object.__setattr__(self, "_net", net)
         object.__setattr__(self, "sends", [])
+        object.__setattr__(self, "polls", [])     # (timeout s, start, end)
+        object.__setattr__(self, "requests", [])  # [send, written, handler, handled]
 
     def __getattr__(self, name):
         return getattr(self._net, name)
 
-    def send_request(self, *args):
-        self.sends.append(time.perf_counter())
-        return self._net.send_request(*args)
+    def poll(self, timeout_ms):
+        start = time.perf_counter()
+        try:
+            return self._net.poll(timeout_ms)
+        finally:
+            self.polls.append((None if timeout_ms is None else timeout_ms / 1000, start,
+                               time.perf_counter()))
+
+    def send_request(self, node, api_key, version, body, expects_response, callback, timeout):
+        times = [time.perf_counter()]
+        self.sends.append(times[0])
+
+        def timed(response):
+            times.append(time.perf_counter())
+            try:
+                return callback(response)
+            finally:
+                times.append(time.perf_counter())
+        try:
+            return self._net.send_request(node, api_key, version, body, expects_response,
+                                          timed, timeout)
+        finally:
+            times.insert(1, time.perf_counter())
+            self.requests.append(times)
+
+
+def sender_parts(polls, requests) -> dict:
+    """Medians (ms) over requests (after the first fifth) of the Sender's steps around each:
+    see the module's doc (wake late, wake->send, write, response, handler)."""
+    ends = [end for _, _, end in polls]
+    late, woke, parts = [], [], {"write": [], "response": [], "handler": []}
+    for times in requests[len(requests) // 5:]:
+        i = bisect.bisect(ends, times[0]) - 1
+        if i >= 0:
+            timeout, start, end = polls[i]
+            woke.append(times[0] - end)
+            if timeout:
+                late.append(max(0.0, end - start - timeout))
+        if len(times) == 4:
+            for k, name in enumerate(("write", "response", "handler")):
+                parts[name].append(times[k + 1] - times[k])
+    out = {"wake late": late, "wake->send": woke, **parts}
+    return {name: statistics.median(xs) * 1e3 for name, xs in out.items() if xs}
 
 
 def _groups(done):
@@ -83,11 +129,11 @@ def parts(done, sends=None) -> dict:
 
 
 def child(bootstrap: str, topic: str, client: str, seconds: float,
-          workload: str = "100B-keyed") -> dict:
+          workload: str = "100B-keyed", rate: int = RATE) -> dict:
     from pyprod.perf import Pacer
     size, keyed = WORKLOADS[workload]
     keys = [b"key-%06d" % i for i in range(10_000)] if keyed else [None] * 10_000
-    value, n, now = compare._value(size), int(RATE * seconds), time.perf_counter
+    value, n, now = compare._value(size), int(rate * seconds), time.perf_counter
     done, net = [], None
     if client == "pyprod":
         from pyprod import KafkaProducer
@@ -118,7 +164,7 @@ def child(bootstrap: str, topic: str, client: str, seconds: float,
             t = now()
             produce(topic, value, keys[i % 10_000],
                     on_delivery=lambda err, msg: done.append((t, now())))
-    pacer = Pacer(RATE, sleep=sleep)
+    pacer = Pacer(rate, sleep=sleep)
     pacer.begin()
     for i in range(0, n, pacer.step):
         for k in range(i, min(n, i + pacer.step)):
@@ -127,7 +173,10 @@ def child(bootstrap: str, topic: str, client: str, seconds: float,
     p.flush()
     if len(done) != n:
         raise RuntimeError(f"{client}: {len(done)} of {n} callbacks")
-    return parts(done, net.sends if net is not None else None)
+    out = parts(done, net.sends if net is not None else None)
+    if net is not None:
+        out.update(sender_parts(net.polls, net.requests))
+    return out
 
 
 def main(argv=None) -> int:
@@ -136,14 +185,17 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", default="pyprod,confluent-kafka")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="100B-keyed")
+    ap.add_argument("--rate", type=int, default=RATE, help="records/s offered (default 50,000)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(**json.loads(args.child))), flush=True)
         return 0
     clients = [c for c in args.clients.split(",") if c]
-    if args.rounds <= 0 or args.seconds <= 0 or set(clients) - {"pyprod", "confluent-kafka"}:
-        ap.error("--rounds and --seconds must be positive; --clients: pyprod, confluent-kafka")
+    if min(args.rounds, args.seconds, args.rate) <= 0 or \
+            set(clients) - {"pyprod", "confluent-kafka"}:
+        ap.error("--rounds, --seconds and --rate must be positive; --clients: pyprod, "
+                 "confluent-kafka")
     runs = {c: [] for c in clients}
     with _mock_broker.MockBroker() as broker:
         for rnd in range(args.rounds):
@@ -153,8 +205,8 @@ def main(argv=None) -> int:
                 runs[client].append(run_child(
                     os.path.abspath(__file__),
                     dict(bootstrap=broker.bootstrap, topic=topic, client=client,
-                         seconds=args.seconds, workload=args.workload), client,
-                    int(RATE * args.seconds)))
+                         seconds=args.seconds, workload=args.workload, rate=args.rate),
+                    client, int(args.rate * args.seconds)))
     names = list(dict.fromkeys(k for rs in runs.values() for r in rs for k in r))
     print("| part (ms; medians over rounds) | " + " | ".join(clients) + " |")
     print("|---|" + "---:|" * len(clients))

@@ -428,11 +428,31 @@ def test_latency_parts_on_synthetic_callbacks():
     assert "drain->cb" not in lp.parts(done)
 
 
+def test_latency_parts_sender_steps():
+    """bench/latency_parts.py: each request's steps on the Sender, from its polls (asked for,
+    start, end) and its times (send, written, handler, handled); medians after the first
+    fifth, in ms."""
+    lp = _load("latency_parts")
+    polls, requests = [], []
+    for r in range(10):  # asked for 4 ms, slept 4.1; sent 0.2 ms later
+        t = r * 0.01
+        polls.append((0.004, t, t + 0.0041))
+        requests.append([t + 0.0043, t + 0.0044, t + 0.0047, t + 0.0050])
+        polls.append((None, t + 0.0044, t + 0.0047))  # woken by the response
+    requests[-1] = requests[-1][:2]  # no response yet
+    out = lp.sender_parts(polls, requests)
+    assert out["wake late"] == pytest.approx(0.1) and out["wake->send"] == pytest.approx(0.2)
+    assert out["write"] == pytest.approx(0.1) and out["response"] == pytest.approx(0.3)
+    assert out["handler"] == pytest.approx(0.3)
+    assert lp.sender_parts([], []) == {}
+
+
 def test_latency_parts_tiny_run_on_the_mock(capsys):
     pytest.importorskip("confluent_kafka")
     assert _load("latency_parts").main(["--seconds", "0.2", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "| drain->cb |" in out and "| p99 |" in out and "confluent-kafka" in out
+    assert "| wake->send |" in out and "| handler |" in out
 
 
 def test_byte_costs_parts_and_table():
