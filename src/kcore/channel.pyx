@@ -11,6 +11,7 @@ from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memmove, memset
 
+from kcore.gil_handback cimport restore_switch, short_switch
 from kcore.selector_impl cimport (KC_EAGAIN, KC_EINTR, KC_POLLERR, KC_POLLIN, KC_POLLOUT,
                                  kc_recv, kc_send_iov, kc_sock, kc_sock_errno)
 
@@ -157,14 +158,17 @@ cdef class Channel:
         cdef long long rc
         cdef kc_sock fd = _fd(sock)
         cdef list done = []
+        cdef double saved
         self._advance(0, done)  # pieces select_io wrote
         while self.count:
             n = self._gather(ptrs, lens, &total)
             if total == 0:
                 rc = 0
             elif total >= _NOGIL_WRITE:  # the kernel copies (and, on loopback, delivers) it
+                saved = short_switch()
                 with nogil:
                     rc = kc_send_iov(fd, ptrs, lens, n)
+                restore_switch(saved)
             else:
                 rc = kc_send_iov(fd, ptrs, lens, n)
             if rc < 0:

@@ -13,6 +13,7 @@ from cpython.ref cimport PyObject
 from libc.stdlib cimport free, realloc
 
 from kcore.atomic_impl cimport kc_load_int, kc_store_int
+from kcore.gil_handback cimport restore_switch, short_switch
 
 import errno
 import os
@@ -24,6 +25,7 @@ __all__ = ["Selector", "Waker", "send_buffers", "recv_into", "MAX_IOV"]
 MAX_IOV = 64
 cdef int _MAX_IOV = 64
 cdef size_t _NOGIL_WRITE = 16384
+cdef long long _HANDBACK_WAIT_US = 1000  # a poll that may sleep longer keeps the interval
 # selectors.SelectorKey(...) would run the namedtuple's Python __new__ (tuple.__new__(cls, t)):
 # made in C instead (modify() runs on each large write, on the Sender's loop)
 cdef newfunc _tuple_new = (<PyTypeObject*>tuple).tp_new
@@ -153,6 +155,7 @@ cdef class Selector:
         cdef Py_ssize_t i
         cdef short rev
         cdef bint waits
+        cdef double saved
         if self._closed:
             raise RuntimeError("Selector is closed")
         if timeout is None:
@@ -168,11 +171,13 @@ cdef class Selector:
         rc = kc_poll(self._fds, self._nfds, 0)  # what is ready now: no need to drop the GIL
         waits = rc == 0 and us != 0
         if waits or (io and rc > 0 and self._big_write()):
+            saved = short_switch() if 0 <= us <= _HANDBACK_WAIT_US else 0.0
             with nogil:
                 if waits:
                     rc = kc_poll_us(self._fds, self._nfds, us)
                 if io and rc > 0:
                     self._io()
+            restore_switch(saved)
         elif io and rc > 0:  # ready at once: microseconds of syscalls, the GIL kept (see top)
             self._io()
         if rc < 0:

@@ -207,3 +207,34 @@ def test_a_write_after_select_io_reports_its_frames_first(k, pair):
     ch.enqueue(2, [b"two"])
     assert ch.write(a) == [1, 2]
     assert b.recv(10) == b"onetwo"
+
+
+@pytest.mark.skipif(not getattr(sys, "_is_gil_enabled", lambda: True)(), reason="GIL off")
+@pytest.mark.parametrize("interval", [0.002, 0.00005])
+def test_a_large_write_gives_the_switch_interval_back(k, pair, interval):
+    """kcore.gil_handback: the Sender's GIL-free sections that do not sleep run with a 100 us
+    switch interval (it asks the GIL back then, not after 5 ms); after them the interval is the
+    one set before; one already shorter is left alone. The pure twin has no such sections."""
+    a, b = pair
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(interval)
+    try:
+        if k.pure is False:
+            from kcore.gil_handback import section_intervals
+            during, after = section_intervals()
+            assert during == pytest.approx(min(interval, 0.0001))
+            assert after == pytest.approx(interval)
+        ch = k.Channel(MAX, "node 1")
+        body = os.urandom(1 << 16)
+        ch.enqueue("big", [body])
+        got, done = bytearray(), []
+        b.setblocking(False)
+        while ch.wants_write or len(got) < len(body):
+            if ch.wants_write:
+                done += ch.write(a)
+            select.select([b], [], [], 30)
+            got += b.recv(1 << 17)
+        assert bytes(got) == body and done == ["big"]
+        assert sys.getswitchinterval() == pytest.approx(interval)
+    finally:
+        sys.setswitchinterval(old)
