@@ -171,7 +171,8 @@ cdef class Selector:
         rc = kc_poll(self._fds, self._nfds, 0)  # what is ready now: no need to drop the GIL
         waits = rc == 0 and us != 0
         if waits or (io and rc > 0 and self._big_write()):
-            saved = short_switch() if 0 <= us <= _HANDBACK_WAIT_US else 0.0
+            # a section that does not sleep, or sleeps 1 ms at most: the GIL asked back soon
+            saved = short_switch() if not waits or 0 <= us <= _HANDBACK_WAIT_US else 0.0
             with nogil:
                 if waits:
                     rc = kc_poll_us(self._fds, self._nfds, us)

@@ -1,6 +1,7 @@
 """kcore.selector: readiness and non-blocking socket I/O, on both implementations."""
 import selectors
 import socket
+import sys
 import threading
 
 import pytest
@@ -153,3 +154,22 @@ def test_select_io_does_the_io_of_attached_channels(k, pair):
     with pytest.raises(KeyError):
         sel.set_channel(b, ch)
     sel.close()
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0005, 0.01])
+def test_select_leaves_the_switch_interval_as_it_was(k, pair, timeout):
+    """kcore.gil_handback around select's GIL-free section (a short poll: 100 us inside it):
+    the interval set before is the one after, whatever the wait."""
+    a, b = pair
+    sel = k.Selector()
+    sel.register(a, R | W)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.003)
+    try:
+        sel.select_io(timeout)
+        sel.modify(a, R)
+        assert sel.select(timeout) == []
+        assert sys.getswitchinterval() == pytest.approx(0.003)
+    finally:
+        sys.setswitchinterval(old)
+        sel.close()
