@@ -5,8 +5,8 @@ from kcore.compression_type import for_id
 # Java's AbstractRecords.estimateSizeInBytesUpperBound: header + worst-case varints per record.
 BATCH_HEADER = 61
 RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
-GROWTH = 4  # an open batch that grows takes a buffer this many times its size (two steps
-            # from 16 KiB to 256 KiB: its records are copied at most about a third of a time)
+GROWTH = 4  # an open batch that grows takes a buffer this many times its size (three steps
+            # from 16 KiB to 960 KiB: its records are copied at most about a third of a time)
 
 _TOLD = []  # a batch's segments once reported: no more may be added
 

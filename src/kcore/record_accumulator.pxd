@@ -13,8 +13,11 @@
 #   in place; num_partitions (store-release after them) and version are atomic: readers
 #   without the lock load num_partitions (kc_load_int_acquire) and index the lists below it.
 #   partitioner: set once. _seeds: under _topics_lock.
-# - batch_size, batch_max_size, delivery_timeout_ms, metadata, compression_type:
-#   set in __init__, then read-only (also without the GIL).
+# - batch_size, delivery_timeout_ms, metadata, compression_type: set in __init__, then
+#   read-only (also without the GIL).
+# - _batch_max_size: atomic (kc_load_ssize / kc_store_ssize); set in __init__, lowered only by
+#   lower_batch_max_size (the Sender thread, after a grown batch was refused as too large);
+#   caller threads load it for each new or growing batch.
 # - _metadata_version: atomic; metadata_updated() stores it (the Metadata's update listener,
 #   under the Metadata's lock: before its waiters wake), _topic_info loads it per record.
 # - _last_info: the TopicInfo _topic_info last found (borrowed: _topics keeps every TopicInfo
@@ -59,7 +62,7 @@ cdef enum:
 cdef class RecordAccumulator(SendChoice):
     # (linger_ms, retry_backoff_ms, pool, txn_partitions, the queue array: SendChoice's)
     cdef public Py_ssize_t batch_size
-    cdef public Py_ssize_t batch_max_size    # an open batch grows up to this (>= batch_size)
+    cdef Py_ssize_t _batch_max_size   # an open batch grows up to this (>= batch_size; atomic)
     cdef public int64_t delivery_timeout_ms
     cdef public object compression_type
     cdef public object metadata

@@ -30,7 +30,8 @@ class TopicInfo:
 
 class RecordAccumulator:
     batch_size: int
-    batch_max_size: int
+    @property
+    def batch_max_size(self) -> int: ...
     linger_ms: int
     retry_backoff_ms: int
     delivery_timeout_ms: int
@@ -42,6 +43,7 @@ class RecordAccumulator:
                  batch_size: int, linger_ms: int, buffer_memory: int,
                  compression_type: str | None, delivery_timeout_ms: int, retry_backoff_ms: int,
                  batch_max_size: int | None = None, seed: int | None = None) -> None: ...
+    def lower_batch_max_size(self, refused: int) -> int | None: ...
     def topic_info(self, topic: str) -> TopicInfo | None: ...
     def metadata_updated(self, version: int) -> None: ...
     def update_partition_info(self, info: TopicInfo, partition: int,

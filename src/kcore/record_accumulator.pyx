@@ -120,8 +120,8 @@ cdef class RecordAccumulator(SendChoice):
                  buffer_memory, compression_type, delivery_timeout_ms, retry_backoff_ms,
                  batch_max_size=None, seed=None):
         self.batch_size = batch_size
-        self.batch_max_size = batch_size if batch_max_size is None else \
-            max(<Py_ssize_t>batch_max_size, self.batch_size)
+        kc_store_ssize(&self._batch_max_size, batch_size if batch_max_size is None else
+                       max(<Py_ssize_t>batch_max_size, self.batch_size))
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms
@@ -133,6 +133,21 @@ cdef class RecordAccumulator(SendChoice):
         self._topics, self._deques, self._incomplete = {}, {}, set()
         self._topics_lock = threading.RLock()
         self._seeds = None if seed is None else random.Random(seed)
+
+    @property
+    def batch_max_size(self):
+        """The size an open batch may grow to (bytes, at least batch_size)."""
+        return kc_load_ssize(&self._batch_max_size)
+
+    def lower_batch_max_size(self, Py_ssize_t refused):
+        """A grown batch of refused bytes was too large for the broker: batches grow to half
+        that from now on (never below batch_size). The new bound, if it was lowered, else
+        None."""
+        cdef Py_ssize_t bound = max(refused // 2, self.batch_size)
+        if bound >= kc_load_ssize(&self._batch_max_size):
+            return None
+        kc_store_ssize(&self._batch_max_size, bound)
+        return bound
 
     # -- partition queues --------------------------------------------------------------------
     cdef PartitionQueue _queue(self, object tp):
@@ -319,7 +334,7 @@ cdef class RecordAccumulator(SendChoice):
         got = min(want, self.pool.total_memory)
         deadline = _monotonic() * 1000 + max_block_ms  # all waits together: max_block_ms
         got = self._memory(need, max(need, got), max_block_ms, &mem,
-                           0 if want else min(filled, self.batch_max_size))
+                           0 if want else min(filled, kc_load_ssize(&self._batch_max_size)))
         if kc_ft_enter(&dq.append_lock) < 0:
             self.pool.release_raw(mem, got)
             _reentered(tp)
@@ -375,7 +390,7 @@ cdef class RecordAccumulator(SendChoice):
         cdef int64_t now_us = now_us_c()
         try:
             batch = ProducerBatch(tp, self.batch_size, self.compression_type, now_us // 1000,
-                                  self.batch_max_size, now_us % 1000)
+                                  kc_load_ssize(&self._batch_max_size), now_us % 1000)
         except BaseException:
             self.pool.release_raw(mem, need)
             raise

@@ -34,7 +34,7 @@ DEFAULTS = {
     "retries": float("inf"),
     "batch_size": 16384,
     # An open batch the Sender has not taken yet keeps taking records past batch_size up to
-    # this many bytes (KIP-782); None: max(batch_size, 256 KiB). Never above max_request_size.
+    # this many bytes (KIP-782); None: max(batch_size, 960 KiB). Never above max_request_size.
     "batch_max_size": None,
     "linger_ms": 0,
     "partitioner": None,
@@ -126,7 +126,9 @@ _NO_EFFECT = {
     "bootstrap_topics_filter": "pyprod's first metadata request names the topics sent to",
 }
 _client_ids = itertools.count(1)
-BATCH_MAX_SIZE = 256 * 1024  # batch_max_size's default, if batch_size is smaller
+# batch_max_size's default, if batch_size is smaller: under the smallest default limit on a
+# batch a broker has had (message.max.bytes, 1,000,012 bytes before Kafka 1.1)
+BATCH_MAX_SIZE = 960 * 1024
 
 
 # Java 4.1+'s names (KIP-1139) for the OIDC client credentials; librdkafka's map directly

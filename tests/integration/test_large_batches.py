@@ -55,10 +55,10 @@ def test_busy_producer_sends_batches_past_batch_size(kafka, topic, idempotent):
     with KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, linger_ms=0,
                        batch_size=16384, enable_idempotence=idempotent,
                        max_in_flight_requests_per_connection=1) as p:
-        assert p.config["batch_max_size"] == 256 * 1024
+        assert p.config["batch_max_size"] == 960 * 1024
         futures = _busy_send(kafka, p, name, n)
         m = _metrics(p)
-    # 16 records of 1 KiB fill batch_size; grown batches hold up to 16x that
+    # 16 records of 1 KiB fill batch_size; grown batches hold up to 60x that
     assert (m["record-send-total"] - 1) / (m["batch-total"] - 1) > 32
     _check(kafka, name, futures, n)
 
@@ -76,7 +76,7 @@ def test_batch_max_size_equal_to_batch_size_keeps_javas_batches(kafka, topic):
 
 @pytest.mark.parametrize("limit", ["topic", "broker"])
 def test_grown_batches_above_the_brokers_limit_are_split(kafka, topic, limit):
-    """topic: max.message.bytes 64 KiB under the default batch_max_size (256 KiB); broker:
+    """topic: max.message.bytes 64 KiB under the default batch_max_size (960 KiB); broker:
     batch_max_size 4 MiB above message.max.bytes (about 1 MiB, Kafka's default)."""
     if limit == "topic":
         name, settings = topic(2, configs={"max.message.bytes": 65536}), {}
@@ -89,4 +89,6 @@ def test_grown_batches_above_the_brokers_limit_are_split(kafka, topic, limit):
                        max_in_flight_requests_per_connection=1, **settings) as p:
         futures = _busy_send(kafka, p, name, n)
         assert _metrics(p).get("batch-split-total", 0) > 0
+        # each refusal halved the bound batches grow to, down to the limit
+        assert p._accumulator.batch_max_size <= (65536 if limit == "topic" else 1048588)
     _check(kafka, name, futures, n)

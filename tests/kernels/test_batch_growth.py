@@ -307,6 +307,24 @@ def test_split_of_a_grown_batch(k):
     assert acc.pool.available_memory == acc.pool.total_memory
 
 
+def test_a_refused_grown_batch_lowers_batch_max_size(k):
+    """The Sender's part after MESSAGE_TOO_LARGE: later batches grow to half the refused
+    batch's size at most, never below batch_size, and the bound is never raised."""
+    acc, sp, _ = _paths(k, batch_size=1024, batch_max_size=65536)
+    assert acc.lower_batch_max_size(40000) == 20000
+    assert acc.batch_max_size == 20000
+    assert acc.lower_batch_max_size(50000) is None  # never raised again
+    _send(sp, 300)  # about 33 KB, nothing drained meanwhile
+    batches = _drain_all(acc)
+    assert all(1024 < len(b.payload) <= 20000 for b in batches[:-1])
+    assert _values(batches) == [b"%06d" % i + b"v" * 100 for i in range(300)]
+    _complete(acc, batches)
+    assert acc.lower_batch_max_size(2500) == 1250
+    assert acc.lower_batch_max_size(1000) == 1024  # a batch_size batch: no growth at all
+    assert acc.batch_max_size == 1024
+    assert acc.lower_batch_max_size(500) is None
+
+
 def test_builder_size_and_max_size(k):
     b = k.RecordBatchBuilder(200)
     assert b.size_in_bytes() == 61

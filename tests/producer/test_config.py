@@ -58,8 +58,9 @@ def test_delivery_timeout_floor():
 
 def test_batch_max_size():
     assert config.DEFAULTS["batch_max_size"] is None  # resolved by build()
-    assert config.build()["batch_max_size"] == 256 * 1024
-    assert config.build(batch_size=512 * 1024)["batch_max_size"] == 512 * 1024
+    # below message.max.bytes' smallest default (1,000,012 bytes before Kafka 1.1)
+    assert config.build()["batch_max_size"] == 960 * 1024 < 1_000_012
+    assert config.build(batch_size=1000 * 1024)["batch_max_size"] == 1000 * 1024
     assert config.build(batch_max_size=100)["batch_max_size"] == 16384  # >= batch_size
     assert config.build(batch_max_size=65536)["batch_max_size"] == 65536
     # never above max_request_size

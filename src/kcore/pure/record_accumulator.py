@@ -85,6 +85,16 @@ class RecordAccumulator(SendChoice):
         self._drain_index = 0
         self._seeds = None if seed is None else random.Random(seed)  # the partitioners' seeds
 
+    def lower_batch_max_size(self, refused):
+        """A grown batch of refused bytes was too large for the broker: batches grow to half
+        that from now on (never below batch_size). The new bound, if it was lowered, else
+        None."""
+        bound = max(refused // 2, self.batch_size)
+        if bound >= self.batch_max_size:
+            return None
+        self.batch_max_size = bound
+        return bound
+
     # -- topics and their partitioners ------------------------------------------------------
     def metadata_updated(self, version):
         """The metadata's update listener: topics are read again at their next record."""
