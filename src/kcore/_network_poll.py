@@ -237,6 +237,11 @@ class NetworkPoll:
             if req.internal is None:
                 self.complete(connection, req, None, error, now)
 
+    def precise_timers(self):
+        """The calling thread's (the Sender's) timed polls end on time
+        (Selector.precise_timers); True if set."""
+        return self.sel.precise_timers()
+
     def shutdown(self, after_fork=False):
         """Close every connection, the selector and the waker. Callbacks of requests still in
         flight are not run (the Sender aborts its incomplete batches itself, as Java's does).

@@ -34,6 +34,7 @@ def _run(loop, sender):
     fails, and the connections close."""
     transaction_manager = sender.transaction_manager  # a transactional producer's, or None
     accumulator, net = loop.accumulator, loop.net
+    net.precise_timers()  # linger ends on time: no timer slack on this thread's polls
     while loop.running:
         _step(loop, sender, transaction_manager)
     if transaction_manager is not None and not loop.forced and \

@@ -13,5 +13,6 @@ cdef extern from "selector_impl.h" nogil:
     int kc_poll(kc_pollfd* fds, size_t n, int timeout_ms)
     int kc_poll_us(kc_pollfd* fds, size_t n, long long timeout_us)  # < 0: forever
     int kc_sock_errno()
+    int kc_precise_timers()  # the calling thread's timer slack to 1 us (Linux): 1 if set
     long long kc_send_iov(kc_sock s, const void** bufs, const size_t* lens, int n)
     long long kc_recv(kc_sock s, void* buf, size_t length)

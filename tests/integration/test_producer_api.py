@@ -18,6 +18,17 @@ def producer(kafka):
     p.close(timeout=10)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/timerslack_ns"), reason="Linux's timer slack")
+def test_the_sender_thread_lingers_without_timer_slack(kafka, topic, producer):
+    """linger_ms ends on time: the Sender's polls get no timer slack (Linux adds 50 us to each
+    timed wait by default); the caller's thread keeps its own."""
+    producer.send(topic(1), b"x").get(30)
+    with open("/proc/%d/timerslack_ns" % producer._sender.native_id) as f:
+        assert int(f.read()) == 1
+    with open("/proc/self/timerslack_ns") as f:
+        assert int(f.read()) > 1
+
+
 def test_oversized_record_raises_and_others_still_go(kafka, topic, producer):
     name = topic(1)
     ok1 = producer.send(name, b"before")

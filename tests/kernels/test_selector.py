@@ -173,3 +173,26 @@ def test_select_leaves_the_switch_interval_as_it_was(k, pair, timeout):
     finally:
         sys.setswitchinterval(old)
         sel.close()
+
+
+def _timer_slack_ns():
+    """The calling thread's timer slack (prctl PR_GET_TIMERSLACK)."""
+    import ctypes
+    return ctypes.CDLL(None).prctl(30, 0, 0, 0, 0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's timer slack")
+def test_precise_timers_sets_only_the_calling_threads_timer_slack(k):
+    """The Sender's linger: its polls end on time, not up to Linux's default 50 us late."""
+    sel, seen = k.Selector(), []
+    before = _timer_slack_ns()
+
+    def thread():
+        seen.append((sel.precise_timers(), _timer_slack_ns()))
+
+    t = threading.Thread(target=thread)
+    t.start()
+    t.join()
+    sel.close()
+    assert seen == [(True, 1)]
+    assert _timer_slack_ns() == before  # the calling thread's alone
