@@ -134,7 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--broker", choices=("kafka", "mock"), default="kafka")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--records", type=int, default=None,
-                    help="records per run (default: buffer_memory holds under 5%% of a run)")
+                    help="records per run (never fewer than steady state needs: "
+                         "buffer_memory holds under 5%% of a run)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--threads", default=",".join(map(str, THREADS)),
                     help="caller thread counts for the 100B workload")
@@ -154,8 +155,8 @@ def main(argv=None) -> int:
     compare.broker_data_on_tmpfs()
     specs = [dict(compare.workload_spec(w), client="pyprod", workload=f"{tree}-{shape(w, t)}",
                   shape=shape(w, t), partitions=6, threads=t, rate=None, tree=tree,
-                  records=args.records or records_for_steady_state(
-                      compare.WORKLOADS[w]["value_size"]))
+                  records=max(args.records or 0, records_for_steady_state(
+                      compare.WORKLOADS[w]["value_size"])))
              for w, t in shapes for tree in trees]
     runs = []
     mock = args.broker == "mock"
