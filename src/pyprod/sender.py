@@ -225,11 +225,12 @@ class Sender(threading.Thread):
         """MESSAGE_TOO_LARGE for 2+ records: send its halves instead (Java's split), with its
         sequences; it completes when they have (_piece_done)."""
         self.metrics["batch-split-total"] += 1
-        refused = batch.estimated_size()
-        if self.accumulator.lower_batch_max_size(refused) is not None:
+        refused = batch.estimated_size()  # as sent (compressed, if it was)
+        bound = self.accumulator.lower_batch_max_size(refused)
+        if bound is not None:
             log.info("A batch of %d bytes for %s was too large for the broker: batches now "
                      "grow to %d bytes at most (batch_max_size)", refused,
-                     batch.topic_partition, self.accumulator.batch_max_size)
+                     batch.topic_partition, bound)
         self._unmute(batch)
         if self.txn_partitions is not None:
             self.txn_partitions.remove(batch)

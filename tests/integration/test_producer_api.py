@@ -22,11 +22,14 @@ def producer(kafka):
 def test_the_sender_thread_lingers_without_timer_slack(kafka, topic, producer):
     """linger_ms ends on time: the Sender's polls get no timer slack (Linux adds 50 us to each
     timed wait by default); the caller's thread keeps its own."""
-    producer.send(topic(1), b"x").get(30)
+    name = topic(1)
+    producer.send(name, b"on time").get(30)
     with open("/proc/%d/timerslack_ns" % producer._sender.native_id) as f:
         assert int(f.read()) == 1
     with open("/proc/self/timerslack_ns") as f:
         assert int(f.read()) > 1
+    assert [r.value for r in read_all_kafka_python(kafka.bootstrap_servers, name, 1)] == \
+        [b"on time"]
 
 
 def test_oversized_record_raises_and_others_still_go(kafka, topic, producer):

@@ -51,16 +51,21 @@ def _rows(t, n):
     return out
 
 
+LOWER_AT = (5, 20)  # the drainer's passes where it halves batch_max_size (a refusal's)
+
+
 class _Drainer(threading.Thread):
     """The Sender's part: ready/drain (the node busy every other pass, so open batches grow),
-    decode each batch, complete it with the next offsets of its partition."""
+    decode each batch, complete it with the next offsets of its partition; at LOWER_AT, what a
+    batch refused as too large makes the Sender do (lower_batch_max_size) while writers
+    append."""
 
     def __init__(self, acc, cluster, max_request_size):
         super().__init__(name="drainer", daemon=True)
         self.acc, self.cluster, self.max_request_size = acc, cluster, max_request_size
         self.writers_done = threading.Event()
         self.log = {p: [] for p in range(PARTITIONS)}  # offset order: (key, value, headers, ts)
-        self.errors, self.left = [], None
+        self.errors, self.left, self.turns = [], None, 0
 
     def run(self):
         acc, turn = self.acc, 0
@@ -71,6 +76,9 @@ class _Drainer(threading.Thread):
                 acc.begin_flush()
                 deadline = time.monotonic() + DEADLINE_S
             turn += 1
+            self.turns = turn
+            if turn in LOWER_AT:
+                acc.lower_batch_max_size(acc.batch_max_size)
             busy = {0} if turn % 2 and not done else set()
             try:
                 _, drained = acc.ready_drain(self.cluster, int(time.monotonic() * 1000), busy,
@@ -174,6 +182,8 @@ def _stress(k, batch_size):
     assert not any(w.is_alive() for w in writers) and not drainer.is_alive(), "a thread hangs"
     assert not errors and not drainer.errors, (errors + drainer.errors)[:5]
     assert drainer.left is None, "batches never drained: %s" % drainer.left
+    if drainer.turns >= LOWER_AT[-1]:  # halved twice from 4x: no growth left
+        assert acc.batch_max_size == batch_size
 
     # every record exactly once, byte-exact; each thread's order kept within a partition
     where = {}
